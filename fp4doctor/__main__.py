@@ -1,0 +1,3 @@
+from fp4doctor.cli import main
+
+main()

@@ -1,0 +1,302 @@
+"""Host facts: what the probe saw, as plain data that round-trips through versioned JSON.
+
+Everything after the probe works on a `HostFacts`, whether it came from this host or from a
+snapshot file (`--facts FILE`), so every stage can be tested offline from fixtures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+SCHEMA_VERSION = 1
+
+
+class FactsError(Exception):
+    """A facts snapshot that cannot be used: unreadable, malformed, or from a newer fp4doctor."""
+
+
+# NVML's states that we tell apart, each with its own fix (see probe/gpus.py).
+NVML_OK = "ok"
+NVML_LIBRARY_NOT_FOUND = "library_not_found"
+NVML_DRIVER_NOT_LOADED = "driver_not_loaded"
+NVML_DRIVER_MISMATCH = "driver_library_mismatch"
+NVML_NO_GPU = "no_gpu"
+NVML_ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as the engine would see it (index after CUDA_VISIBLE_DEVICES)."""
+
+    index: int
+    name: str
+    cc_major: int
+    cc_minor: int
+    memory_total_mib: int | None = None
+    uuid: str | None = None
+    nvml_index: int | None = None  # index in NVML's own enumeration, before CUDA_VISIBLE_DEVICES
+
+    @property
+    def cc(self) -> int:
+        """Compute capability as FlashInfer and the engines write it: 10.0 -> 100, 12.1 -> 121."""
+        return self.cc_major * 10 + self.cc_minor
+
+    @property
+    def cc_text(self) -> str:
+        return f"{self.cc_major}.{self.cc_minor}"
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    """What NVML said: its status, and the driver facts when it answered."""
+
+    status: str = NVML_ERROR
+    error: str | None = None
+    fix: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None  # the CUDA version the driver supports, "13.0"
+    library_path: str | None = None
+
+
+@dataclass(frozen=True)
+class CudnnLibrary:
+    """One libcudnn file and the version `cudnnGetVersion` reported from it."""
+
+    path: str | None = None
+    version: int | None = None  # cuDNN's integer encoding, 9.10.2 -> 91002
+    origin: str | None = None  # "nvidia-cudnn-cu12 wheel", "system (ldconfig)", "torch/lib"
+    error: str | None = None
+
+    @property
+    def version_text(self) -> str | None:
+        if self.version is None:
+            return None
+        major, rest = divmod(self.version, 10000)
+        minor, patch = divmod(rest, 100)
+        return f"{major}.{minor}.{patch}"
+
+
+@dataclass(frozen=True)
+class CudnnFacts:
+    """The cuDNN that cudnn-frontend would load, and the one torch bundles or links."""
+
+    frontend: CudnnLibrary = field(default_factory=CudnnLibrary)
+    torch: CudnnLibrary | None = None  # None when torch uses the same file, or has none
+
+
+@dataclass(frozen=True)
+class PackageFacts:
+    """Installed distributions (by canonical name) and torch's build facts."""
+
+    versions: dict[str, str] = field(default_factory=dict)  # only installed ones
+    torch_cuda: str | None = None  # torch.version.cuda, read from torch/version.py's text
+    torch_git_version: str | None = None
+    torch_hip: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)  # name -> why it could not be read
+
+    def version(self, name: str) -> str | None:
+        return self.versions.get(canonical_name(name))
+
+
+@dataclass(frozen=True)
+class ToolchainFacts:
+    """What FlashInfer's JIT would compile with."""
+
+    cuda_home: str | None = None
+    cuda_home_source: str | None = None  # "CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda"
+    nvcc_path: str | None = None
+    nvcc_version: str | None = None  # "12.8"
+    ninja_path: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything the rules need to know about one host."""
+
+    schema_version: int = SCHEMA_VERSION
+    fp4doctor_version: str = ""
+    captured_at: str | None = None  # ISO 8601, UTC
+    hostname: str | None = None
+    python_version: str | None = None
+    platform: str | None = None
+    # A synthetic fixture says so here, with what it stands for; a real capture leaves it None.
+    synthetic: str | None = None
+    nvml: NvmlFacts = field(default_factory=NvmlFacts)
+    gpus: list[Gpu] = field(default_factory=list)
+    cuda_visible_devices: str | None = None  # the raw value, when set
+    packages: PackageFacts = field(default_factory=PackageFacts)
+    cudnn: CudnnFacts = field(default_factory=CudnnFacts)
+    toolchain: ToolchainFacts = field(default_factory=ToolchainFacts)
+    env: dict[str, str] = field(default_factory=dict)  # FP4-relevant variables; secrets redacted
+    probe_errors: dict[str, str] = field(default_factory=dict)  # probe name -> failure reason
+
+
+REDACTED = "<redacted>"
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation, so `Flashinfer_Python` and `flashinfer-python` are one key."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# --- JSON round trip -------------------------------------------------------------------------
+
+
+def to_dict(obj: Any) -> Any:
+    """A dataclass tree as JSON-ready data."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def dumps(facts: HostFacts) -> str:
+    return json.dumps(to_dict(facts), indent=2, sort_keys=False) + "\n"
+
+
+def from_dict(data: Any, source: str = "<facts>") -> HostFacts:
+    """Build `HostFacts` from parsed JSON, with a clear error naming the bad key."""
+    if not isinstance(data, dict):
+        raise FactsError(f"{source}: expected a JSON object at the top, got {_kind(data)}")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise FactsError(f"{source}: missing or non-integer 'schema_version'")
+    if version > SCHEMA_VERSION:
+        raise FactsError(
+            f"{source}: schema_version {version} is newer than this fp4doctor understands "
+            f"({SCHEMA_VERSION}); upgrade fp4doctor to read it"
+        )
+    if version < 1:
+        raise FactsError(f"{source}: schema_version {version} is not a valid version")
+    result = _convert(data, HostFacts, source, "")
+    assert isinstance(result, HostFacts)
+    return result
+
+
+def loads(text: str, source: str = "<facts>") -> HostFacts:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FactsError(f"{source}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    return from_dict(data, source)
+
+
+def load(path: str | Path) -> HostFacts:
+    """Load a facts snapshot written by `fp4doctor probe --json`."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise FactsError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FactsError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    return loads(text, str(p))
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def _convert(value: Any, tp: Any, source: str, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    where = path or "(top)"
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(value, inner, source, path)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise FactsError(f"{source}: '{where}' should be an object, got {_kind(value)}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(value) - names)
+        if unknown:
+            raise FactsError(
+                f"{source}: unknown key '{_join(path, unknown[0])}' "
+                f"(known here: {', '.join(sorted(names))})"
+            )
+        kwargs = {k: _convert(v, hints[k], source, _join(path, k)) for k, v in value.items()}
+        return tp(**kwargs)
+    if origin is list:
+        if not isinstance(value, list):
+            raise FactsError(f"{source}: '{where}' should be an array, got {_kind(value)}")
+        (inner,) = typing.get_args(tp)
+        return [_convert(v, inner, source, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise FactsError(f"{source}: '{where}' should be an object, got {_kind(value)}")
+        _, inner = typing.get_args(tp)
+        return {k: _convert(v, inner, source, _join(path, k)) for k, v in value.items()}
+    if tp is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise FactsError(f"{source}: '{where}' should be an integer, got {_kind(value)}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise FactsError(f"{source}: '{where}' should be a string, got {_kind(value)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise FactsError(f"{source}: '{where}' should be true or false, got {_kind(value)}")
+        return value
+    raise TypeError(f"unsupported type in facts model: {tp!r}")  # a bug in this module
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+# --- redaction -------------------------------------------------------------------------------
+
+
+def redact(facts: HostFacts, home: str | None = None) -> HostFacts:
+    """A copy with nothing that identifies the host or its users: no UUIDs, hostname or home.
+
+    Home directories are replaced by `~` in every string (paths, env values, errors), and so is
+    any `/home/<user>` or `/Users/<user>` prefix.
+    """
+    import os
+    import re
+
+    homes = [h for h in {home or os.path.expanduser("~")} if h and h not in ("/", "~")]
+    home_re = re.compile(
+        "|".join([re.escape(h.rstrip("/")) + r"(?=/|$)" for h in homes] + [r"/(?:home|Users)/[^/\s:]+"])
+    )
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return home_re.sub("~", value)
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    data = to_dict(facts)
+    data["hostname"] = None
+    for gpu in data["gpus"]:
+        gpu["uuid"] = None
+    cvd = data.get("cuda_visible_devices")
+    if cvd and ("GPU-" in cvd or "MIG-" in cvd):
+        data["cuda_visible_devices"] = re.sub(r"(GPU|MIG)-[0-9A-Fa-f-]+", r"\1-" + REDACTED, cvd)
+        if "CUDA_VISIBLE_DEVICES" in data["env"]:
+            data["env"]["CUDA_VISIBLE_DEVICES"] = data["cuda_visible_devices"]
+    return from_dict(scrub(data))
