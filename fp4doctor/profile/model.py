@@ -1,0 +1,191 @@
+"""What a profile says, as typed data: backends and their requirements, engine eras and knobs.
+
+The YAML shape is documented in docs/profiles.md; `schema.py` turns YAML into these objects and
+is the only place that knows the YAML spelling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One condition on the host. Exactly one kind; `any_of`/`all_of` combine others.
+
+    Kinds and their argument:
+      package        distribution name; `version` an optional PEP 440 specifier
+      compute_capability  a tuple of exact CCs (100, 103) or a specifier over "major.minor"
+      cudnn_backend  specifier over the cuDNN library that cudnn-frontend loads ("9.10.2")
+      cuda_runtime   specifier over torch's CUDA version
+      cuda_driver    specifier over the CUDA version the driver supports
+      nvcc           specifier over the nvcc FlashInfer would use (empty: present at all)
+      ninja          ninja on PATH
+      same_version   two distributions installed at the same version
+      env            a variable set to a true value (`equals` for an exact value)
+      any_of/all_of  nested requirements
+      use            a named entry of the profile's `conditions` (all of its requirements)
+    """
+
+    kind: str
+    id: str
+    arg: object = None
+    version: SpecifierSet | None = None
+    negate: bool = False  # package kind with `installed: false`: the package must be absent
+    equals: str | None = None
+    children: tuple[Requirement, ...] = ()
+    when: tuple[tuple[str, SpecifierSet], ...] = ()
+    when_absent: bool = False
+    fix: str | None = None
+    source: str | None = None
+    reason: str | None = None  # a sentence that explains why the rule exists
+    line: int = 0
+
+    @property
+    def per_gpu(self) -> bool:
+        return self.kind == "compute_capability" or any(c.per_gpu for c in self.children)
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """A known problem: when every condition holds, the backend gets a warning (not a failure)."""
+
+    id: str
+    conditions: tuple[Requirement, ...]
+    reason: str
+    fix: str | None = None
+    source: str | None = None
+
+    @property
+    def per_gpu(self) -> bool:
+        return any(c.per_gpu for c in self.conditions)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    summary: str
+    native: bool
+    aliases: tuple[str, ...] = ()
+    smoke: tuple[str, ...] = ()  # smoke adapter names that exercise this backend's library call
+    requires: tuple[Requirement, ...] = ()
+    advisories: tuple[Advisory, ...] = ()
+
+
+# Knob kinds: how a user tells the engine which backend to use.
+KNOB_ENV = "env"
+KNOB_CLI = "cli"
+KNOB_CONFIG = "config"
+KNOB_ARGUMENT = "argument"
+KNOB_KINDS = (KNOB_ENV, KNOB_CLI, KNOB_CONFIG, KNOB_ARGUMENT)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One way to select backends in an era: an env var, a CLI flag, a config key or an argument.
+
+    `values` maps each backend this knob can select to its spellings; the first is the one to
+    write, the others are accepted when linting what a user set.
+    """
+
+    kind: str
+    name: str
+    values: dict[str, tuple[str, ...]]
+    type: str = "choice"  # "choice" | "bool"
+    bool_style: str = "int"  # how the engine parses a bool: "int" (int(v)) | "word" (true/1)
+    case_sensitive: bool = True
+    deprecated: str | None = None
+    select: bool = True  # False for knobs with side effects beyond the backend choice
+    note: str | None = None
+    on_invalid: str | None = None
+    source: str | None = None
+
+    def backend_for(self, value: str) -> str | None:
+        """Which backend a set value selects (None for an unknown value)."""
+        for backend, spellings in self.values.items():
+            for s in spellings:
+                if value == s or (not self.case_sensitive and value.lower() == s.lower()):
+                    return backend
+        return None
+
+    def accepted(self) -> list[str]:
+        return [s for spellings in self.values.values() for s in spellings]
+
+
+@dataclass(frozen=True)
+class AutoStep:
+    """One step of the engine's own automatic order: `backend` when every condition holds."""
+
+    backend: str
+    conditions: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True)
+class Era:
+    """A range of engine versions that share knobs and automatic order."""
+
+    versions: SpecifierSet
+    knobs: tuple[Knob, ...]  # highest precedence first
+    auto: tuple[AutoStep, ...]
+    conflicts: tuple[str, ...] = ()  # variables to unset whatever is chosen
+    reads: tuple[str, ...] = ()  # other FP4 variables this era reads (for the lint)
+    note: str | None = None
+    source: str | None = None
+    line: int = 0
+
+    def env_knobs(self) -> list[Knob]:
+        return [k for k in self.knobs if k.kind == KNOB_ENV]
+
+    def read_variables(self) -> set[str]:
+        return {k.name for k in self.env_knobs()} | set(self.reads)
+
+
+@dataclass(frozen=True)
+class Engine:
+    package: str  # distribution whose version picks the era
+    newest_known: str
+    args_variable: str | None = None
+    config_format: str = "dotenv"  # "vllm-yaml" | "trtllm-yaml" | "dotenv"
+
+
+@dataclass(frozen=True)
+class Variable:
+    """An FP4 variable users set for this engine, with what to say when an era ignores it."""
+
+    name: str
+    note: str
+    means: str | None = None  # the backend a user means by setting it to a true value
+
+
+@dataclass(frozen=True)
+class Profile:
+    target: str
+    title: str
+    engine: Engine
+    backends: dict[str, Backend]  # in order of general preference, best first
+    eras: tuple[Era, ...]
+    variables: dict[str, Variable] = field(default_factory=dict)
+    source: str | None = None
+    path: str = "<profile>"
+
+    def backend_names(self) -> list[str]:
+        return list(self.backends)
+
+    def lookup(self, name: str) -> Backend | None:
+        """A backend by name or alias (`cudnn` -> `flashinfer-cudnn`)."""
+        if name in self.backends:
+            return self.backends[name]
+        for b in self.backends.values():
+            if name in b.aliases:
+                return b
+        return None
+
+    def choices(self) -> list[str]:
+        """Every name `--prefer`/`--require` accepts, for error messages."""
+        names = []
+        for b in self.backends.values():
+            names.append(b.name)
+            names.extend(b.aliases)
+        return names

@@ -1,0 +1,185 @@
+"""The static stage: host facts + a profile -> findings per backend and GPU, and the env lint.
+
+Pure: no I/O, no imports of the libraries being judged. `evaluate` is the one entry point.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from packaging.version import InvalidVersion, Version
+
+from fp4doctor import facts as F
+from fp4doctor.findings import Finding, Status, apply_ignores
+from fp4doctor.profile.model import Era, Profile
+from fp4doctor.rules.backends import Verdict, conditions_hold, evaluate_backend
+from fp4doctor.rules.environment import Selection, lint
+from fp4doctor.rules.requirements import Context
+
+__all__ = ["EngineVersion", "Evaluation", "Verdict", "evaluate"]
+
+SOURCE_INSTALLED = "installed"
+SOURCE_OVERRIDE = "--engine-version"
+SOURCE_ASSUMED = "newest the profile knows"
+
+
+@dataclass(frozen=True)
+class EngineVersion:
+    version: str
+    source: str  # SOURCE_INSTALLED | SOURCE_OVERRIDE | SOURCE_ASSUMED
+    note: str | None = None
+
+
+@dataclass
+class Evaluation:
+    """Everything the static rules concluded, ready for smoke results and the resolver."""
+
+    profile: Profile
+    facts: F.HostFacts
+    context: Context
+    engine: EngineVersion
+    era: Era
+    host: list[Finding]
+    verdicts: dict[str, Verdict]
+    env_findings: list[Finding]
+    env_selection: Selection | None
+    engine_auto: str | None  # what the engine picks when left alone (its own predicates)
+    ignore: tuple[str, ...] = ()
+    smoke: list[Finding] = field(default_factory=list)
+
+    @property
+    def engine_label(self) -> str:
+        return f"{self.profile.title} {self.engine.version}"
+
+    def valid(self, backend: str) -> bool:
+        verdict = self.verdicts.get(backend)
+        return verdict is not None and verdict.valid
+
+    def all_findings(self) -> list[Finding]:
+        out = list(self.host)
+        for v in self.verdicts.values():
+            out.extend(v.findings)
+        out.extend(self.smoke)
+        out.extend(self.env_findings)
+        return out
+
+
+def engine_version(profile: Profile, host: F.HostFacts, override: str | None) -> EngineVersion:
+    """Which engine version to judge for: --engine-version, the installed one, or the newest."""
+    if override is not None:
+        return EngineVersion(override, SOURCE_OVERRIDE)
+    installed = host.packages.version(profile.engine.package)
+    if installed is not None:
+        try:
+            Version(installed)
+            return EngineVersion(installed, SOURCE_INSTALLED)
+        except InvalidVersion:
+            note = f"installed {profile.engine.package} {installed!r} is not a version fp4doctor can read"
+            return EngineVersion(profile.engine.newest_known, SOURCE_ASSUMED, note)
+    note = (f"{profile.engine.package} is not installed: judging for {profile.title} "
+            f"{profile.engine.newest_known}, the newest version the profile knows "
+            f"(--engine-version to choose another)")
+    return EngineVersion(profile.engine.newest_known, SOURCE_ASSUMED, note)
+
+
+def era_for(profile: Profile, version: str) -> tuple[Era, str | None]:
+    v = Version(version)
+    for era in profile.eras:
+        if era.versions.contains(v, prereleases=True):
+            return era, None
+    newest = Version(profile.engine.newest_known)
+    if v > newest:
+        return profile.eras[-1], (
+            f"{profile.title} {version} is newer than this profile knows ({newest}); "
+            f"judging with the rules of its newest era"
+        )
+    return profile.eras[0], f"{profile.title} {version} is older than any era the profile knows"
+
+
+def evaluate(profile: Profile, host: F.HostFacts, env: Mapping[str, str] | None = None,
+             override_version: str | None = None, ignore: Iterable[str] = ()) -> Evaluation:
+    """Judge every backend of `profile` on `host`, and lint the environment."""
+    engine = engine_version(profile, host, override_version)
+    era, era_note = era_for(profile, engine.version)
+    if era_note:
+        engine = replace(engine, note="; ".join(n for n in (engine.note, era_note) if n))
+    versions = dict(host.packages.versions)
+    versions[F.canonical_name(profile.engine.package)] = engine.version
+    ctx = Context(facts=host, versions=versions, env=dict(host.env if env is None else env))
+    label = f"{profile.title} {engine.version}"
+    ignore = tuple(ignore)
+    verdicts = {}
+    for backend in profile.backends.values():
+        verdict = evaluate_backend(backend, ctx, era, profile, label)
+        verdict.findings = apply_ignores(verdict.findings, ignore)
+        verdicts[backend.name] = verdict
+    env_findings, selection = lint(profile, era, ctx, verdicts, label)
+    # With no GPU the engine stops before choosing; there is no automatic pick to report.
+    engine_auto = next(
+        (s.backend for s in era.auto if conditions_hold(s.conditions, ctx)), None
+    ) if host.gpus else None
+    return Evaluation(
+        profile=profile,
+        facts=host,
+        context=ctx,
+        engine=engine,
+        era=era,
+        host=apply_ignores(host_findings(host), ignore),
+        verdicts=verdicts,
+        env_findings=apply_ignores(env_findings, ignore),
+        env_selection=selection,
+        engine_auto=engine_auto,
+        ignore=ignore,
+    )
+
+
+def host_findings(host: F.HostFacts) -> list[Finding]:
+    """What the host itself says: GPUs seen (or why none), a mixed host, probe failures."""
+    out: list[Finding] = []
+    nvml = host.nvml
+    cvd = host.cuda_visible_devices
+    scope = f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd is not None else ""
+    if host.gpus:
+        names = Counter(f"{g.name} (compute capability {g.cc_text})" for g in host.gpus)
+        listed = ", ".join(f"{n}× {name}" for name, n in names.items())
+        out.append(Finding("host.gpus", Status.PASS, f"{len(host.gpus)} GPU(s) visible{scope}: {listed}",
+                           details={"driver": nvml.driver_version, "cuda_driver": nvml.cuda_driver_version}))
+        ccs = sorted({g.cc_text for g in host.gpus})
+        if len(ccs) > 1:
+            out.append(Finding(
+                "host.gpus.mixed", Status.WARN,
+                f"mixed host: the GPUs differ in compute capability ({', '.join(ccs)}); a backend "
+                "counts as valid only when it is valid on every GPU the engine will use",
+                fix="restrict the engine to one kind of GPU with CUDA_VISIBLE_DEVICES",
+            ))
+    elif nvml.status in (F.NVML_OK, F.NVML_NO_GPU):
+        why = "NVML answered but lists no GPU" if nvml.status == F.NVML_OK or not nvml.error else nvml.error
+        if cvd is not None and nvml.status == F.NVML_OK:
+            why = f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU"
+        out.append(Finding("host.gpus", Status.FAIL, f"no NVIDIA GPU is visible{scope}: {why}; "
+                           "no FP4 backend can run", fix=nvml.fix))
+    elif nvml.status == F.NVML_LIBRARY_NOT_FOUND:
+        out.append(Finding(
+            "host.gpus", Status.FAIL,
+            "no NVIDIA GPU is visible: the NVIDIA driver's NVML library (libnvidia-ml) is not "
+            "installed, so this is not a GPU host; every FP4 backend needs an NVIDIA GPU "
+            "(native FP4 needs compute capability 10.0 or newer)",
+            fix=nvml.fix, details={"nvml_error": nvml.error}))
+    else:
+        out.append(Finding(
+            "host.gpus", Status.ERROR,
+            f"cannot tell which GPUs this host has: NVML says {nvml.error or nvml.status}",
+            fix=nvml.fix, details={"nvml_status": nvml.status}))
+    for name, reason in sorted(host.probe_errors.items()):
+        out.append(Finding(f"host.probe.{name}", Status.WARN, f"the {name} probe failed: {reason}"))
+    if host.synthetic:
+        out.append(Finding("host.synthetic", Status.WARN, f"synthetic facts: {host.synthetic}"))
+    return out
+
+
+def no_verdict(evaluation: Evaluation) -> bool:
+    """True when the facts are too broken to judge (exit code 3)."""
+    return any(f.id == "host.gpus" and f.status is Status.ERROR and not f.ignored
+               for f in evaluation.host)

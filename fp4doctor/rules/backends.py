@@ -1,0 +1,147 @@
+"""Evaluate each backend of a profile on each GPU: the static verdict, as findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fp4doctor.facts import Gpu
+from fp4doctor.findings import Finding, Status
+from fp4doctor.profile.model import Advisory, Backend, Era, Profile, Requirement
+from fp4doctor.rules.requirements import Check, Context, applies, check, fix_for
+
+
+@dataclass
+class Verdict:
+    """A backend's findings; valid when none of them blocks (after --ignore)."""
+
+    backend: Backend
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not any(f.status.blocking for f in self.findings)
+
+    def first_problem(self) -> Finding | None:
+        """The most telling blocking finding: hardware first, since nothing else fixes it."""
+        blocking = [f for f in self.findings if f.status.blocking]
+        blocking.sort(key=lambda f: ".compute_capability" not in f.id)
+        return blocking[0] if blocking else None
+
+    def valid_on(self, gpu: int) -> bool:
+        return not any(f.status.blocking and f.gpu in (gpu, None) for f in self.findings)
+
+
+def holds(req: Requirement, ctx: Context) -> Check:
+    """A requirement over the whole host: per-GPU kinds must hold on every GPU."""
+    if not req.per_gpu:
+        return check(req, ctx, None)
+    if not ctx.gpus:
+        return check(req, ctx, None)
+    results = [check(req, ctx, g) for g in ctx.gpus]
+    failed = [r for r in results if not r.ok]
+    return failed[0] if failed else results[0]
+
+
+def conditions_hold(conditions: tuple[Requirement, ...], ctx: Context) -> bool:
+    return all(holds(c, ctx).ok for c in conditions if applies(c, ctx))
+
+
+def evaluate_backend(backend: Backend, ctx: Context, era: Era, profile: Profile,
+                     engine_label: str) -> Verdict:
+    verdict = Verdict(backend)
+    prefix = f"backend.{backend.name}"
+    seen: set[str] = set()
+    for req in _flatten(backend.requires, ctx):
+        if req.id in seen:
+            continue
+        seen.add(req.id)
+        for gpu, result in _per_gpu(req, ctx):
+            status = Status.PASS if result.ok else Status.FAIL
+            reason = _reason(result, req.reason if not result.ok else None)
+            verdict.findings.append(
+                Finding(
+                    id=f"{prefix}.{req.id}" + (f".gpu{gpu.index}" if gpu else ""),
+                    status=status,
+                    reason=reason,
+                    fix=None if result.ok else fix_for(req, ctx),
+                    gpu=gpu.index if gpu else None,
+                    backend=backend.name,
+                    source=req.source,
+                    details={"measured": result.measured, "required": result.required},
+                )
+            )
+    for advisory in backend.advisories:
+        verdict.findings.extend(_advisory(advisory, backend, ctx))
+    verdict.findings.append(_reachability(backend, era, profile, engine_label))
+    return verdict
+
+
+def _flatten(reqs: tuple[Requirement, ...], ctx: Context) -> list[Requirement]:
+    """The applicable requirements, with named conditions (`use`) expanded into their parts,
+    so that each part is its own finding with its own fix and source."""
+    out: list[Requirement] = []
+    for req in reqs:
+        if not applies(req, ctx):
+            continue
+        out.extend(_flatten(req.children, ctx) if req.kind == "use" else [req])
+    return out
+
+
+def _per_gpu(req: Requirement, ctx: Context) -> list[tuple[Gpu | None, Check]]:
+    if req.per_gpu and ctx.gpus:
+        return [(g, check(req, ctx, g)) for g in ctx.gpus]
+    return [(None, check(req, ctx, None))]
+
+
+def _reason(result: Check, why: str | None) -> str:
+    if result.ok:
+        return f"{result.measured} (needs {result.required})"
+    text = f"{result.measured}; needs {result.required}"
+    return f"{text}: {why}" if why else text
+
+
+def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Finding]:
+    gpus: list[Gpu | None] = list(ctx.gpus) if advisory.per_gpu and ctx.gpus else [None]
+    out = []
+    for gpu in gpus:
+        active = [c for c in advisory.conditions if applies(c, ctx)]
+        if active and all(check(c, ctx, gpu).ok for c in active):
+            out.append(
+                Finding(
+                    id=f"backend.{backend.name}.advisory.{advisory.id}"
+                    + (f".gpu{gpu.index}" if gpu else ""),
+                    status=Status.WARN,
+                    reason=advisory.reason,
+                    fix=advisory.fix,
+                    gpu=gpu.index if gpu else None,
+                    backend=backend.name,
+                    source=advisory.source,
+                )
+            )
+    return out
+
+
+def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: str) -> Finding:
+    """Can this engine version use the backend at all: through a knob, or its automatic order."""
+    fid = f"backend.{backend.name}.knob"
+    knob = next((k for k in era.knobs if k.select and backend.name in k.values), None)
+    if knob is not None:
+        spelling = knob.values[backend.name][0]
+        how = f"{knob.name}={spelling}" if knob.kind == "env" else f"{knob.name} {spelling}"
+        if knob.kind == "config":
+            how = f"{knob.name}: [{spelling}]"
+        return Finding(fid, Status.PASS, f"{engine_label} selects it with {how}",
+                       backend=backend.name, source=knob.source or era.source)
+    if any(step.backend == backend.name for step in era.auto):
+        return Finding(fid, Status.PASS,
+                       f"{engine_label} has no knob for it; only its automatic order reaches it",
+                       backend=backend.name, source=era.source)
+    later = [
+        e for e in profile.eras
+        if any(k.select and backend.name in k.values for k in e.knobs)
+        or any(s.backend == backend.name for s in e.auto)
+    ]
+    hint = f" (it can from versions {later[0].versions})" if later else ""
+    return Finding(fid, Status.FAIL, f"{engine_label} has no way to use it{hint}",
+                   fix=f"upgrade to a version in {later[0].versions}" if later else None,
+                   backend=backend.name, source=era.source)

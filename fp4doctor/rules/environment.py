@@ -1,0 +1,152 @@
+"""Lint the FP4 variables already set: invalid values, ignored or deprecated variables, variables
+overridden by precedence, and variables that select a backend this host cannot run."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from fp4doctor.findings import Finding, Status
+from fp4doctor.profile.model import KNOB_ENV, Era, Knob, Profile
+from fp4doctor.rules.backends import Verdict
+from fp4doctor.rules.requirements import TRUE_WORDS, Context
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A backend the environment selects now, and the variable that does it."""
+
+    backend: str
+    variable: str
+    value: str
+
+
+def knob_how(knob: Knob, backend: str) -> str:
+    """How a user writes this knob for this backend, for messages."""
+    value = knob.values[backend][0]
+    if knob.kind == KNOB_ENV:
+        return f"{knob.name}={value}"
+    if knob.kind == "config":
+        return f"{knob.name}: [{value}] in the options YAML"
+    if knob.kind == "argument":
+        return f"{knob.name}={value!r}"
+    return f"{knob.name} {value}"
+
+
+def selecting_knob(era: Era, backend: str) -> Knob | None:
+    """The knob to write for `backend` in this era: settable, not deprecated when avoidable."""
+    usable = [k for k in era.knobs if k.select and backend in k.values]
+    current = [k for k in usable if not k.deprecated]
+    return (current or usable or [None])[0]
+
+
+def lint(profile: Profile, era: Era, ctx: Context, verdicts: dict[str, Verdict],
+         engine_label: str) -> tuple[list[Finding], Selection | None]:
+    """Findings for the variables set, and what they select (highest precedence wins)."""
+    findings: list[Finding] = []
+    selections: list[tuple[int, Selection]] = []
+    era_vars = {k.name: (i, k) for i, k in enumerate(era.knobs) if k.kind == KNOB_ENV}
+    other_knobs = {
+        k.name: k for e in profile.eras if e is not era for k in e.knobs if k.kind == KNOB_ENV
+    }
+    for name in sorted(ctx.env):
+        value = ctx.env[name]
+        fid = f"env.{name}"
+        if name in era_vars:
+            rank, knob = era_vars[name]
+            selected = _lint_knob(knob, value, fid, engine_label, findings)
+            if selected is not None:
+                selections.append((rank, Selection(selected, name, value)))
+        elif name in era.read_variables():
+            continue
+        elif name in profile.variables or name in other_knobs:
+            note = profile.variables[name].note if name in profile.variables else (
+                "it belongs to another version of the engine"
+            )
+            meant = _meant_backend(name, value, other_knobs.get(name), profile)
+            fix = None
+            if meant is not None:
+                knob = selecting_knob(era, meant)
+                fix = (f"unset {name}; " + (f"use {knob_how(knob, meant)}" if knob
+                       else f"{engine_label} has no knob for {meant}"))
+            else:
+                fix = f"unset {name}"
+            findings.append(Finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}",
+                                    fix=fix))
+    selections.sort(key=lambda s: s[0])
+    if not selections:
+        return findings, None
+    winner = selections[0][1]
+    for _, loser in selections[1:]:
+        findings.append(Finding(
+            f"env.{loser.variable}.overridden", Status.WARN,
+            f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
+            f"takes precedence in {engine_label}",
+            fix=f"unset {loser.variable}" if loser.backend != winner.backend else None,
+        ))
+    verdict = verdicts.get(winner.backend)
+    if verdict is not None and not verdict.valid:
+        problem = verdict.first_problem()
+        findings.append(Finding(
+            f"env.{winner.variable}.backend", Status.FAIL,
+            f"{winner.variable}={winner.value} makes {engine_label} use {winner.backend}, which "
+            f"cannot run here: {problem.reason if problem else 'see its findings'}",
+            fix=f"unset {winner.variable}, or run: eval \"$(fp4doctor env)\"",
+            backend=winner.backend,
+        ))
+    return findings, winner
+
+
+def _lint_knob(knob: Knob, value: str, fid: str, engine_label: str,
+               findings: list[Finding]) -> str | None:
+    """Check one set variable of this era; return the backend it selects, if any."""
+    if knob.type == "bool":
+        if knob.bool_style == "int":
+            try:
+                on = int(value) != 0
+            except ValueError:
+                findings.append(Finding(
+                    fid, Status.FAIL,
+                    f"{knob.name}={value!r} is not a number: "
+                    + (knob.on_invalid or f"{engine_label} rejects it at start-up"),
+                    fix=f"export {knob.name}=0  # or 1, or unset it", source=knob.source))
+                return None
+        else:
+            on = value.strip().lower() in TRUE_WORDS
+        selected = next(iter(knob.values)) if on else None
+    else:
+        selected = knob.backend_for(value)
+        if selected is None:
+            accepted = knob.accepted()
+            close = difflib.get_close_matches(value, accepted, n=1) or [
+                a for a in accepted if a.lower() == value.lower()
+            ]
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            findings.append(Finding(
+                fid, Status.FAIL,
+                f"{knob.name}={value!r} is not a valid choice for {engine_label} "
+                f"(valid: {', '.join(accepted)}): "
+                + (knob.on_invalid or "the engine rejects it") + "." + hint,
+                fix=f"export {knob.name}={close[0]}" if close else f"unset {knob.name}",
+                source=knob.source))
+            return None
+    if knob.deprecated:
+        findings.append(Finding(f"{fid}.deprecated", Status.WARN, knob.deprecated,
+                                source=knob.source))
+    if selected is not None:
+        note = f" ({knob.note})" if knob.note else ""
+        findings.append(Finding(fid, Status.PASS, f"{knob.name}={value} selects {selected}{note}",
+                                backend=selected, source=knob.source))
+    return selected
+
+
+def _meant_backend(name: str, value: str, knob: Knob | None, profile: Profile) -> str | None:
+    """Which backend a user meant by a variable this version ignores."""
+    if knob is not None:
+        if knob.type == "bool":
+            return next(iter(knob.values)) if value.strip().lower() in TRUE_WORDS else None
+        return knob.backend_for(value)
+    variable = profile.variables.get(name)
+    if variable is not None and variable.means and value.strip().lower() in TRUE_WORDS:
+        return variable.means
+    return None
