@@ -75,10 +75,9 @@ def resolve(evaluation: Evaluation, prefer: str | None = None,
         return evaluation.valid(name) and reachable(name)
 
     def why_not(name: str) -> str:
-        verdict = evaluation.verdicts[name]
-        problem = verdict.first_problem()
-        if problem is not None:
-            return problem.reason
+        problems = evaluation.verdicts[name].problems()
+        if problems:
+            return "; ".join(dict.fromkeys(p.reason for p in problems[:3]))
         return f"{label} has no knob that selects it"
 
     preferred = canonical(evaluation, prefer, "--prefer") if prefer else None

@@ -21,11 +21,15 @@ class Verdict:
     def valid(self) -> bool:
         return not any(f.status.blocking for f in self.findings)
 
-    def first_problem(self) -> Finding | None:
-        """The most telling blocking finding: hardware first, since nothing else fixes it."""
+    def problems(self) -> list[Finding]:
+        """Blocking findings, most telling first: hardware, since nothing else fixes it."""
         blocking = [f for f in self.findings if f.status.blocking]
         blocking.sort(key=lambda f: ".compute_capability" not in f.id)
-        return blocking[0] if blocking else None
+        return blocking
+
+    def first_problem(self) -> Finding | None:
+        problems = self.problems()
+        return problems[0] if problems else None
 
     def valid_on(self, gpu: int) -> bool:
         return not any(f.status.blocking and f.gpu in (gpu, None) for f in self.findings)

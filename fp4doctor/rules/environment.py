@@ -34,10 +34,11 @@ def knob_how(knob: Knob, backend: str) -> str:
 
 
 def selecting_knob(era: Era, backend: str) -> Knob | None:
-    """The knob to write for `backend` in this era: settable, not deprecated when avoidable."""
+    """The knob to write for `backend` in this era: a settable general selector (a choice
+    knob) before a single-backend switch, and a deprecated knob only when nothing else works."""
     usable = [k for k in era.knobs if k.select and backend in k.values]
-    current = [k for k in usable if not k.deprecated]
-    return (current or usable or [None])[0]
+    usable.sort(key=lambda k: (k.deprecated is not None, k.type != "choice"))
+    return usable[0] if usable else None
 
 
 def lint(profile: Profile, era: Era, ctx: Context, verdicts: dict[str, Verdict],

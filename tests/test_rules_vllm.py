@@ -1,0 +1,302 @@
+"""vLLM, era by era: knob names, accepted values, precedence and the automatic order.
+
+Table-driven over the fixture hosts (tests/fixtures/hosts) × vLLM versions from the reference
+(engines-nvfp4-backend-selection.md §1, read from the released wheels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from fp4doctor import facts, profile
+from fp4doctor.findings import Status
+from fp4doctor.resolve import ResolveError, resolve
+from fp4doctor.rules import Evaluation, evaluate
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+VLLM = profile.load("vllm")
+
+
+def host(name: str, **env: str) -> facts.HostFacts:
+    h = facts.load(HOSTS / f"{name}.json")
+    return dataclasses.replace(h, env=dict(env))
+
+
+def judge(name: str, version: str | None = None, **env: str) -> Evaluation:
+    return evaluate(VLLM, host(name, **env), override_version=version)
+
+
+def finding(ev: Evaluation, fid: str) -> tuple[Status, str]:
+    for f in ev.all_findings():
+        if f.id == fid:
+            return f.status, f.reason
+    raise AssertionError(f"no finding {fid}: {[f.id for f in ev.all_findings()]}")
+
+
+# --- which knob selects cuDNN on a B200, per era ----------------------------------------------
+
+CUDNN_KNOB = [
+    ("0.11.1", ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"), None),
+    ("0.14.1", ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"), None),
+    ("0.15.1", ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"), None),
+    ("0.16.0", ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"), None),
+    ("0.19.1", ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"), None),
+    ("0.21.0", ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"), None),
+    ("0.22.0", None, ("--linear-backend", "flashinfer_cudnn")),  # env deprecated: CLI preferred
+    ("0.23.0", None, ("--linear-backend", "flashinfer_cudnn")),
+    ("0.24.0", None, ("--linear-backend", "flashinfer_cudnn")),
+    ("0.27.1", None, ("--linear-backend", "flashinfer_cudnn")),
+    ("0.33.0", None, ("--linear-backend", "flashinfer_cudnn")),
+]
+
+
+@pytest.mark.parametrize(("version", "env", "cli"), CUDNN_KNOB)
+def test_prefer_cudnn_on_b200_uses_the_era_knob(version: str, env: tuple[str, str] | None,
+                                                cli: tuple[str, str] | None) -> None:
+    r = resolve(judge("b200", version), prefer="cudnn")
+    assert r.chosen == "flashinfer-cudnn"
+    assert r.set_env == ((env,) if env else ())
+    assert r.cli_args == ((cli,) if cli else ())
+    # Whatever is chosen, the variables that would override or confuse it are unset.
+    assert "VLLM_USE_CUDNN_FP4_GEMM" in r.unset_env
+    if env is None and version >= "0.24":
+        assert "VLLM_NVFP4_GEMM_BACKEND" in r.unset_env
+
+
+def test_cudnn_cannot_be_selected_before_0_11_1_and_the_fallback_says_why() -> None:
+    r = resolve(judge("b200", "0.10.2"), prefer="cudnn")
+    assert r.chosen == "flashinfer-cutlass"  # vLLM 0.10.2's own choice with FlashInfer installed
+    assert any("flashinfer-cudnn is not usable here: vLLM 0.10.2 has no way to use it" in n for n in r.notes)
+
+
+# --- accepted values, case-sensitive, per era ----------------------------------------------------
+
+VALUES = [
+    ("0.14.1", "marlin", False),
+    ("0.15.1", "marlin", True),
+    ("0.19.1", "emulation", False),
+    ("0.20.0", "emulation", True),
+    ("0.21.0", "flashinfer-b12x", False),
+    ("0.22.0", "flashinfer-b12x", True),
+    ("0.23.0", "flashinfer-b12x", True),
+    ("0.15.1", "flashinfer-cudnn", True),
+    ("0.15.1", "FLASHINFER-CUDNN", False),  # env_with_choices is case-sensitive
+    ("0.15.1", "flashinfer_cudnn", False),  # the CLI spelling is not the env spelling
+    ("0.15.1", "", False),  # an empty value counts as set, and invalid
+]
+
+
+@pytest.mark.parametrize(("version", "value", "accepted"), VALUES)
+def test_vllm_nvfp4_gemm_backend_values(version: str, value: str, accepted: bool) -> None:
+    ev = judge("b200", version, VLLM_NVFP4_GEMM_BACKEND=value)
+    status, reason = finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND")
+    if accepted:
+        assert status is Status.PASS and f"selects {value}" in reason
+    else:
+        assert status is Status.FAIL
+        assert "is not a valid choice" in reason and "ValueError" in reason
+
+
+def test_wrong_case_suggests_the_right_spelling() -> None:
+    ev = judge("b200", "0.15.1", VLLM_NVFP4_GEMM_BACKEND="FlashInfer-cuDNN")
+    f = next(f for f in ev.env_findings if f.id == "env.VLLM_NVFP4_GEMM_BACKEND")
+    assert "Did you mean 'flashinfer-cudnn'?" in f.reason
+    assert f.fix == "export VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn"
+
+
+def test_env_var_is_gone_from_0_24() -> None:
+    ev = judge("b200", "0.24.0", VLLM_NVFP4_GEMM_BACKEND="flashinfer-cudnn")
+    status, reason = finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND")
+    assert status is Status.WARN and "vLLM 0.24.0 ignores VLLM_NVFP4_GEMM_BACKEND" in reason
+    fix = next(f.fix for f in ev.env_findings if f.id == "env.VLLM_NVFP4_GEMM_BACKEND")
+    assert fix == "unset VLLM_NVFP4_GEMM_BACKEND; use --linear-backend flashinfer_cudnn"
+
+
+def test_deprecated_in_0_22_but_still_honoured() -> None:
+    ev = judge("b200", "0.22.0", VLLM_NVFP4_GEMM_BACKEND="flashinfer-cudnn")
+    assert finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND")[0] is Status.PASS
+    status, reason = finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND.deprecated")
+    assert status is Status.WARN and "--linear-backend" in reason
+    assert ev.env_selection is not None and ev.env_selection.backend == "flashinfer-cudnn"
+
+
+def test_never_released_cudnn_variable_points_at_the_knob_that_works() -> None:
+    for version, knob in [("0.15.1", "VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn"),
+                          ("0.30.0", "--linear-backend flashinfer_cudnn")]:
+        ev = judge("b200", version, VLLM_USE_CUDNN_FP4_GEMM="1")
+        f = next(f for f in ev.env_findings if f.id == "env.VLLM_USE_CUDNN_FP4_GEMM")
+        assert f.status is Status.WARN
+        assert f"vLLM {version} ignores VLLM_USE_CUDNN_FP4_GEMM" in f.reason
+        assert "never released" in f.reason
+        assert f.fix == f"unset VLLM_USE_CUDNN_FP4_GEMM; use {knob}"
+
+
+def test_trtllm_bool_only_in_0_10_1_to_0_11_0() -> None:
+    ev = judge("b200", "0.10.2", VLLM_USE_TRTLLM_FP4_GEMM="1")
+    assert ev.env_selection is not None and ev.env_selection.backend == "flashinfer-trtllm"
+    ev = judge("b200", "0.15.1", VLLM_USE_TRTLLM_FP4_GEMM="1")
+    f = next(f for f in ev.env_findings if f.id == "env.VLLM_USE_TRTLLM_FP4_GEMM")
+    assert f.status is Status.WARN
+    assert f.fix == "unset VLLM_USE_TRTLLM_FP4_GEMM; use VLLM_NVFP4_GEMM_BACKEND=flashinfer-trtllm"
+
+
+def test_int_parsed_bools_reject_words() -> None:
+    ev = judge("b200", "0.16.0", VLLM_USE_FBGEMM="yes")
+    status, reason = finding(ev, "env.VLLM_USE_FBGEMM")
+    assert status is Status.FAIL and "not a number" in reason
+
+
+# --- precedence --------------------------------------------------------------------------------
+
+
+def test_fbgemm_overrides_the_backend_variable_from_0_16() -> None:
+    ev = judge("b200", "0.16.0", VLLM_USE_FBGEMM="1", VLLM_NVFP4_GEMM_BACKEND="flashinfer-cudnn")
+    assert ev.env_selection is not None and ev.env_selection.backend == "fbgemm"
+    status, reason = finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND.overridden")
+    assert status is Status.WARN and "VLLM_USE_FBGEMM=1 takes precedence" in reason
+    # fbgemm-gpu-genai is not installed on the fixture: the variable selects a dead backend.
+    status, reason = finding(ev, "env.VLLM_USE_FBGEMM.backend")
+    assert status is Status.FAIL and "fbgemm-gpu-genai is not installed" in reason
+
+
+def test_batch_invariant_overrides_everything_from_0_20_and_is_never_set() -> None:
+    ev = judge("b200", "0.20.0", VLLM_BATCH_INVARIANT="1", VLLM_NVFP4_GEMM_BACKEND="marlin")
+    assert ev.env_selection is not None and ev.env_selection.variable == "VLLM_BATCH_INVARIANT"
+    assert finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND.overridden")[0] is Status.WARN
+    r = resolve(ev, prefer="emulation")
+    assert r.chosen == "emulation"
+    assert r.set_env == (("VLLM_NVFP4_GEMM_BACKEND", "emulation"),)
+    assert "VLLM_BATCH_INVARIANT" in r.unset_env
+
+
+def test_emulation_is_selected_by_ct_emulations_in_0_16_to_0_19() -> None:
+    r = resolve(judge("b200", "0.16.0"), prefer="emulation")
+    assert r.set_env == (("VLLM_USE_NVFP4_CT_EMULATIONS", "1"),)
+    assert "VLLM_USE_FBGEMM" in r.unset_env
+
+
+def test_variable_selecting_an_invalid_backend_fails() -> None:
+    ev = judge("h100", "0.15.1", VLLM_NVFP4_GEMM_BACKEND="flashinfer-trtllm")
+    status, reason = finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND.backend")
+    assert status is Status.FAIL and "compute capability 9.0" in reason
+
+
+# --- the engine's own automatic order ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fixture", "version", "engine_auto", "chosen", "knob"),
+    [
+        ("b200", "0.15.1", "flashinfer-cutlass", "flashinfer-cutlass",
+         ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cutlass")),
+        # Hopper with FlashInfer: 0.10.1-0.15 pick flashinfer-cutlass with no CC gate.
+        ("h100", "0.15.1", "flashinfer-cutlass", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
+        ("h100", "0.11.1", "flashinfer-cutlass", None, None),  # no knob for Marlin before 0.15
+        ("h100", "0.16.0", "marlin", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
+        ("h100", "0.33.0", "marlin", "marlin", ("--linear-backend", "marlin")),
+        ("a100", "0.33.0", "marlin", "marlin", ("--linear-backend", "marlin")),
+        ("l40s", "0.20.0", "marlin", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
+    ],
+)
+def test_automatic_order(fixture: str, version: str, engine_auto: str, chosen: str | None,
+                         knob: tuple[str, str] | None) -> None:
+    ev = judge(fixture, version)
+    assert ev.engine_auto == engine_auto
+    r = resolve(ev)
+    assert r.chosen == chosen
+    assert (r.set_env + r.cli_args) == ((knob,) if knob else ())
+    warned = any(f.id == "resolve.engine_auto" for f in r.findings)
+    assert warned == (not ev.valid(engine_auto))
+
+
+def test_hopper_0_15_says_vllm_alone_would_crash() -> None:
+    r = resolve(judge("h100", "0.15.1"))
+    f = next(f for f in r.findings if f.id == "resolve.engine_auto")
+    assert "vLLM 0.15.1, left alone, picks flashinfer-cutlass, which cannot run here" in f.reason
+    assert "compute capability 9.0" in f.reason
+
+
+# --- hosts -------------------------------------------------------------------------------------
+
+
+def test_h200_style_hopper_refuses_every_native_backend_with_the_cc_reason() -> None:
+    ev = judge("h100")
+    for name, backend in VLLM.backends.items():
+        verdict = ev.verdicts[name]
+        if backend.native:
+            assert not verdict.valid, name
+            problem = verdict.first_problem()
+            assert problem is not None and "compute capability 9.0" in problem.reason, name
+    assert resolve(ev).chosen == "marlin"
+
+
+def test_cpu_host_says_no_gpu_for_every_backend() -> None:
+    ev = judge("cpu")
+    assert finding(ev, "host.gpus")[0] is Status.FAIL
+    for verdict in ev.verdicts.values():
+        problem = verdict.first_problem()
+        assert problem is not None and "no NVIDIA GPU is visible" in problem.reason
+    r = resolve(ev)
+    assert r.chosen is None and not r.ready
+
+
+def test_mixed_host_is_valid_only_where_valid_on_every_gpu() -> None:
+    ev = judge("mixed", "0.33.0")
+    assert finding(ev, "host.gpus.mixed")[0] is Status.WARN
+    cudnn = ev.verdicts["flashinfer-cudnn"]
+    per_gpu = {f.gpu: f.status for f in cudnn.findings if ".compute_capability." in f.id}
+    assert per_gpu == {0: Status.PASS, 1: Status.FAIL}
+    assert not cudnn.valid
+    assert resolve(ev).chosen == "marlin"
+
+
+def test_old_cudnn_refuses_cudnn_with_measured_and_required() -> None:
+    ev = judge("b200-old-cudnn", "0.15.1")
+    status, reason = finding(ev, "backend.flashinfer-cudnn.cudnn_backend")
+    assert status is Status.FAIL
+    assert "cuDNN backend 9.8.0; needs cuDNN backend >=9.10.2" in reason
+    r = resolve(ev, prefer="cudnn")
+    assert r.chosen != "flashinfer-cudnn"
+    assert any("cuDNN backend 9.8.0" in n for n in r.notes)
+
+
+def test_no_flashinfer_falls_back_to_vllm_cutlass() -> None:
+    ev = judge("b200-no-flashinfer", "0.15.1")
+    assert not ev.valid("flashinfer-cudnn")
+    assert ev.engine_auto == "cutlass"
+    assert resolve(ev).chosen == "cutlass"
+
+
+def test_no_nvcc_no_cubin_means_vllm_ignores_flashinfer() -> None:
+    ev = judge("b200-no-nvcc-no-cubin", "0.15.1")
+    status, _ = finding(ev, "backend.flashinfer-cudnn.flashinfer_kernels")
+    assert status is Status.FAIL
+    assert ev.engine_auto == "cutlass"
+
+
+def test_ignore_downgrades_and_still_shows() -> None:
+    ev = evaluate(VLLM, host("h100"), ignore=["backend.flashinfer-cudnn"])
+    assert ev.valid("flashinfer-cudnn")
+    ignored = [f for f in ev.verdicts["flashinfer-cudnn"].findings if f.ignored]
+    assert ignored and all(f.status is Status.WARN for f in ignored)
+
+
+def test_unknown_backend_lists_the_valid_ones() -> None:
+    with pytest.raises(ResolveError, match=r"unknown backend 'cudnnn'.*valid: .*flashinfer-cudnn, cudnn"):
+        resolve(judge("b200"), prefer="cudnnn")
+
+
+def test_require_native_fails_on_hopper() -> None:
+    r = resolve(judge("h100"), require="native")
+    assert r.chosen == "marlin" and not r.ready
+    assert any(f.id == "resolve.require" and f.status is Status.FAIL for f in r.findings)
+
+
+def test_engine_not_installed_resolves_for_the_newest_known() -> None:
+    ev = evaluate(VLLM, dataclasses.replace(
+        host("h100"), packages=facts.PackageFacts(versions={})))
+    assert ev.engine.version == VLLM.engine.newest_known
+    assert ev.engine.note is not None and "vllm is not installed" in ev.engine.note
