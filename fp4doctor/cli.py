@@ -18,8 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
-from fp4doctor import __version__, facts, render
-from fp4doctor.profile import ProfileError
+from fp4doctor import __version__, facts
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
 ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
@@ -48,6 +47,7 @@ class NoVerdict(UserError):
 
 @contextmanager
 def user_errors() -> Iterator[None]:
+    from fp4doctor.profile import ProfileError
     from fp4doctor.resolve import ResolveError
 
     try:
@@ -79,15 +79,34 @@ def main() -> None:
 
 def judged_options(f: F) -> F:
     options = [
-        click.option("--target", "-t", help="Engine: vllm, sglang, trtllm or flashinfer "
-                     "(default: the engine installed; vllm when none is)."),
-        click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False),
-                     help="A profile YAML that adds or overrides a target (repeatable)."),
-        click.option("--facts", "facts_file", type=click.Path(dir_okay=False),
-                     help="Judge this facts snapshot (from `fp4doctor probe --json`) instead of this host."),
-        click.option("--engine-version", help="Judge for this engine version instead of the installed one."),
-        click.option("--ignore", multiple=True, metavar="IDS",
-                     help="Downgrade these finding ids (or id prefixes, comma-separated) to warnings."),
+        click.option(
+            "--target",
+            "-t",
+            help="Engine: vllm, sglang, trtllm or flashinfer "
+            "(default: the engine installed; vllm when none is).",
+        ),
+        click.option(
+            "--profile",
+            "profiles",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            help="A profile YAML that adds or overrides a target (repeatable).",
+        ),
+        click.option(
+            "--facts",
+            "facts_file",
+            type=click.Path(dir_okay=False),
+            help="Judge this facts snapshot (from `fp4doctor probe --json`) instead of this host.",
+        ),
+        click.option(
+            "--engine-version", help="Judge for this engine version instead of the installed one."
+        ),
+        click.option(
+            "--ignore",
+            multiple=True,
+            metavar="IDS",
+            help="Downgrade these finding ids (or id prefixes, comma-separated) to warnings.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -115,8 +134,13 @@ def split_ids(values: tuple[str, ...]) -> list[str]:
     return [part.strip() for v in values for part in v.split(",") if part.strip()]
 
 
-def judge(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
-          engine_version: str | None, ignore: tuple[str, ...]) -> Any:
+def judge(
+    target: str | None,
+    profiles: tuple[str, ...],
+    facts_file: str | None,
+    engine_version: str | None,
+    ignore: tuple[str, ...],
+) -> Any:
     from fp4doctor import profile
     from fp4doctor.rules import evaluate
 
@@ -126,14 +150,17 @@ def judge(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
         try:
             Version(engine_version)
         except InvalidVersion:
-            raise UserError(f"--engine-version {engine_version!r} is not a version (e.g. 0.15.1)") from None
+            raise UserError(
+                f"--engine-version {engine_version!r} is not a version (e.g. 0.15.1)"
+            ) from None
     host = load_facts(facts_file)
     name = pick_target(host, target)
     prof = profile.load(name, [Path(p) for p in profiles])
     # With --facts, the environment judged is the snapshot's; otherwise this process's.
     env = host.env if facts_file else None
-    evaluation = evaluate(prof, host, env=env, override_version=engine_version,
-                          ignore=split_ids(ignore))
+    evaluation = evaluate(
+        prof, host, env=env, override_version=engine_version, ignore=split_ids(ignore)
+    )
     return evaluation
 
 
@@ -142,8 +169,9 @@ def readiness(evaluation: Any, resolution: Any) -> tuple[bool, int]:
 
     if no_verdict(evaluation):
         return False, EXIT_NO_VERDICT
-    blocking = [f for f in evaluation.host + evaluation.env_findings + evaluation.smoke
-                if f.status.blocking]
+    blocking = [
+        f for f in evaluation.host + evaluation.env_findings + evaluation.smoke if f.status.blocking
+    ]
     ready = resolution.ready and not blocking
     return ready, EXIT_READY if ready else EXIT_NOT_READY
 
@@ -153,10 +181,14 @@ def readiness(evaluation: Any, resolution: Any) -> tuple[bool, int]:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-@click.option("--redact/--no-redact", default=None,
-              help="Strip UUIDs, hostname and home paths (default with --json).")
+@click.option(
+    "--redact/--no-redact",
+    default=None,
+    help="Strip UUIDs, hostname and home paths (default with --json).",
+)
 def probe(as_json: bool, redact: bool | None) -> None:
     """Print what this host has: GPUs, packages, cuDNN, toolchain, FP4 environment."""
+    from fp4doctor import render
     from fp4doctor.probe import probe_host
 
     host = probe_host()
@@ -170,22 +202,49 @@ def probe(as_json: bool, redact: bool | None) -> None:
 
 @main.command(epilog=EXIT_CODES_HELP)
 @judged_options
-@click.option("--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin).")
-@click.option("--require", help="NAME, 'native' or 'any': fail (exit 1) unless it is what resolves.")
+@click.option(
+    "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
+)
+@click.option(
+    "--require", help="NAME, 'native' or 'any': fail (exit 1) unless it is what resolves."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, its id and its source.")
-@click.option("--smoke/--no-smoke", default=None,
-              help="Run a live NVFP4 GEMM per eligible backend and GPU (default: when torch is installed).")
-@click.option("--smoke-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
-              help="Seconds one backend's live GEMM may take before its worker is killed.")
+@click.option(
+    "--smoke/--no-smoke",
+    default=None,
+    help="Run a live NVFP4 GEMM per eligible backend and GPU (default: when torch is installed).",
+)
+@click.option(
+    "--smoke-timeout",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    help="Seconds one backend's live GEMM may take before its worker is killed.",
+)
 @click.option("--force", is_flag=True, help="Also run the live GEMM of backends the rules reject.")
-@click.option("--allow-jit", is_flag=True,
-              help="Let FlashInfer compile or download kernels during the live GEMM (slow, network).")
-def check(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
-          engine_version: str | None, ignore: tuple[str, ...], prefer: str | None,
-          require: str | None, as_json: bool, verbose: bool, smoke: bool | None,
-          smoke_timeout: float, force: bool, allow_jit: bool) -> None:
+@click.option(
+    "--allow-jit",
+    is_flag=True,
+    help="Let FlashInfer compile or download kernels during the live GEMM (slow, network).",
+)
+def check(
+    target: str | None,
+    profiles: tuple[str, ...],
+    facts_file: str | None,
+    engine_version: str | None,
+    ignore: tuple[str, ...],
+    prefer: str | None,
+    require: str | None,
+    as_json: bool,
+    verbose: bool,
+    smoke: bool | None,
+    smoke_timeout: float,
+    force: bool,
+    allow_jit: bool,
+) -> None:
     """Report every FP4 GEMM backend on every GPU: ✓ valid, ! warning, ✗ not valid, with fixes."""
+    from fp4doctor import render
     from fp4doctor.resolve import resolve
 
     with user_errors():
@@ -199,14 +258,27 @@ def check(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
             doc["smoke_note"] = smoke_note
         sys.stdout.write(render.dumps(doc))
     else:
-        sys.stdout.write(render.human(evaluation, resolution, ready=ready, verbose=verbose,
-                                      style=render.Style.for_stream(sys.stdout),
-                                      smoke_note=smoke_note))
+        sys.stdout.write(
+            render.human(
+                evaluation,
+                resolution,
+                ready=ready,
+                verbose=verbose,
+                style=render.Style.for_stream(sys.stdout),
+                smoke_note=smoke_note,
+            )
+        )
     sys.exit(code)
 
 
-def run_live(evaluation: Any, wanted: bool | None, facts_file: str | None, timeout: float,
-             force: bool, allow_jit: bool) -> str | None:
+def run_live(
+    evaluation: Any,
+    wanted: bool | None,
+    facts_file: str | None,
+    timeout: float,
+    force: bool,
+    allow_jit: bool,
+) -> str | None:
     """Run the smoke GEMMs when asked (or by default when torch is there); return a note when
     they did not run."""
     from fp4doctor import smoke
@@ -236,14 +308,31 @@ def run_live(evaluation: Any, wanted: bool | None, facts_file: str | None, timeo
 
 @main.command(epilog=EXIT_CODES_HELP)
 @judged_options
-@click.option("--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin).")
-@click.option("--require", help="NAME, 'native' or 'any': print nothing and exit 1 unless it resolves.")
-@click.option("--shell", "shell", default="bash", show_default=True,
-              help="Output format: bash, zsh, fish, sh, pwsh, dotenv, gha, json.")
+@click.option(
+    "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
+)
+@click.option(
+    "--require", help="NAME, 'native' or 'any': print nothing and exit 1 unless it resolves."
+)
+@click.option(
+    "--shell",
+    "shell",
+    default="bash",
+    show_default=True,
+    help="Output format: bash, zsh, fish, sh, pwsh, dotenv, gha, json.",
+)
 @click.option("--smoke", is_flag=True, help="Also run the live GEMMs before choosing (slower).")
-def env(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
-        engine_version: str | None, ignore: tuple[str, ...], prefer: str | None,
-        require: str | None, shell: str, smoke: bool) -> None:
+def env(
+    target: str | None,
+    profiles: tuple[str, ...],
+    facts_file: str | None,
+    engine_version: str | None,
+    ignore: tuple[str, ...],
+    prefer: str | None,
+    require: str | None,
+    shell: str,
+    smoke: bool,
+) -> None:
     """Print the exports that switch the best valid FP4 GEMM path on, for `eval`.
 
     stdout carries only statements for the chosen shell; why, and any fallback, go to stderr.
@@ -271,6 +360,9 @@ def env(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
         text = emit(shell, exports)
     except EmitError as exc:
         raise UserError(str(exc)) from None
+    if shell == "gha" and exports.unset:
+        note("$GITHUB_ENV cannot unset variables; make sure the workflow does not set: "
+             + " ".join(exports.unset))
     note(f"{evaluation.engine_label}: using {resolution.chosen}")
     sys.stdout.write(text)
 
@@ -284,17 +376,22 @@ def exports_for(evaluation: Any, resolution: Any) -> Any:
     args += [f"{name}={value}" for name, value in resolution.arguments]
     if args and variable:
         set_env.append((variable, " ".join(args)))
-        note(f"{evaluation.engine_label} takes this choice only as "
-             f"{'a command-line flag' if resolution.cli_args else 'an argument'}: "
-             f"pass ${variable} to it (e.g. vllm serve MODEL ${variable})"
-             if resolution.cli_args else
-             f"pass {' '.join(args)} to flashinfer.mm_fp4 (exported as ${variable})")
+        note(
+            f"{evaluation.engine_label} takes this choice only as "
+            f"{'a command-line flag' if resolution.cli_args else 'an argument'}: "
+            f"pass ${variable} to it (e.g. vllm serve MODEL ${variable})"
+            if resolution.cli_args
+            else f"pass {' '.join(args)} to flashinfer.mm_fp4 (exported as ${variable})"
+        )
     if resolution.config:
-        note(f"{evaluation.engine_label} takes this choice only in its options YAML: "
-             f"write it with `fp4doctor config --target {evaluation.profile.target} -o FILE`")
+        note(
+            f"{evaluation.engine_label} takes this choice only in its options YAML: "
+            f"write it with `fp4doctor config --target {evaluation.profile.target} -o FILE`"
+        )
     names = {n for n, _ in set_env}
-    return Exports(set=tuple(set_env),
-                   unset=tuple(n for n in resolution.unset_env if n not in names))
+    return Exports(
+        set=tuple(set_env), unset=tuple(n for n in resolution.unset_env if n not in names)
+    )
 
 
 # --- config ---------------------------------------------------------------------------------
@@ -303,13 +400,28 @@ def exports_for(evaluation: Any, resolution: Any) -> Any:
 @main.command(epilog=EXIT_CODES_HELP)
 @judged_options
 @click.option("--prefer", help="Backend to prefer when valid.")
-@click.option("--require", help="NAME, 'native' or 'any': write nothing and exit 1 unless it resolves.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="File to write ('-' for stdout).")
+@click.option(
+    "--require", help="NAME, 'native' or 'any': write nothing and exit 1 unless it resolves."
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="File to write ('-' for stdout).",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def config(target: str | None, profiles: tuple[str, ...], facts_file: str | None,
-           engine_version: str | None, ignore: tuple[str, ...], prefer: str | None,
-           require: str | None, output: str, force: bool) -> None:
+def config(
+    target: str | None,
+    profiles: tuple[str, ...],
+    facts_file: str | None,
+    engine_version: str | None,
+    ignore: tuple[str, ...],
+    prefer: str | None,
+    require: str | None,
+    output: str,
+    force: bool,
+) -> None:
     """Write the choice as the engine's own config file (vLLM --config YAML, TensorRT-LLM
     options YAML) or, where the engine reads only variables, a dotenv file. Atomic."""
     from fp4doctor.atomic import write_atomic
@@ -335,8 +447,10 @@ def config(target: str | None, profiles: tuple[str, ...], facts_file: str | None
                 note("also unset: " + " ".join(resolution.unset_env))
         else:
             if fmt != "dotenv":
-                note(f"{evaluation.engine_label} reads this choice from environment variables: "
-                     "writing a dotenv file")
+                note(
+                    f"{evaluation.engine_label} reads this choice from environment variables: "
+                    "writing a dotenv file"
+                )
             text = emit("dotenv", exports_for(evaluation, resolution))
     except EmitError as exc:
         raise UserError(str(exc)) from None
@@ -368,14 +482,21 @@ def profiles_list() -> None:
     with user_errors():
         for name in profile.builtin_names():
             p = profile.load(name)
-            sys.stdout.write(f"{p.target:<11} {p.title:<13} {len(p.backends)} backends, "
-                             f"{len(p.eras)} eras, up to {p.title} {p.engine.newest_known}\n")
+            sys.stdout.write(
+                f"{p.target:<11} {p.title:<13} {len(p.backends)} backends, "
+                f"{len(p.eras)} eras, up to {p.title} {p.engine.newest_known}\n"
+            )
 
 
 @profiles.command("show")
 @click.argument("name")
-@click.option("--profile", "extra", multiple=True, type=click.Path(dir_okay=False),
-              help="A profile YAML that adds or overrides a target.")
+@click.option(
+    "--profile",
+    "extra",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A profile YAML that adds or overrides a target.",
+)
 def profiles_show(name: str, extra: tuple[str, ...]) -> None:
     """Show a profile as Markdown: what each backend needs and which knob selects it."""
     from fp4doctor import profile
@@ -394,5 +515,6 @@ def profiles_validate(paths: tuple[str, ...]) -> None:
     with user_errors():
         for path in paths:
             p = profile.load_file(path)
-            sys.stdout.write(f"{path}: ok ({p.target}: {len(p.backends)} backends, "
-                             f"{len(p.eras)} eras)\n")
+            sys.stdout.write(
+                f"{path}: ok ({p.target}: {len(p.backends)} backends, {len(p.eras)} eras)\n"
+            )

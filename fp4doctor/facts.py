@@ -190,6 +190,8 @@ def loads(text: str, source: str = "<facts>") -> HostFacts:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FactsError(f"{source}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except RecursionError:
+        raise FactsError(f"{source}: nested too deeply to be a facts snapshot") from None
     return from_dict(data, source)
 
 
@@ -233,8 +235,16 @@ def _convert(value: Any, tp: Any, source: str, path: str) -> Any:
                 f"{source}: unknown key '{_join(path, unknown[0])}' "
                 f"(known here: {', '.join(sorted(names))})"
             )
+        required = [
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        missing = [name for name in required if name not in value]
+        if missing:
+            raise FactsError(f"{source}: '{where}' is missing the key '{missing[0]}'")
         kwargs = {k: _convert(v, hints[k], source, _join(path, k)) for k, v in value.items()}
-        return tp(**kwargs)
+        return typing.cast(Any, tp)(**kwargs)
     if origin is list:
         if not isinstance(value, list):
             raise FactsError(f"{source}: '{where}' should be an array, got {_kind(value)}")
@@ -278,7 +288,9 @@ def redact(facts: HostFacts, home: str | None = None) -> HostFacts:
 
     homes = [h for h in {home or os.path.expanduser("~")} if h and h not in ("/", "~")]
     home_re = re.compile(
-        "|".join([re.escape(h.rstrip("/")) + r"(?=/|$)" for h in homes] + [r"/(?:home|Users)/[^/\s:]+"])
+        "|".join(
+            [re.escape(h.rstrip("/")) + r"(?=/|$)" for h in homes] + [r"/(?:home|Users)/[^/\s:]+"]
+        )
     )
 
     def scrub(value: Any) -> Any:

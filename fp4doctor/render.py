@@ -16,10 +16,20 @@ from fp4doctor.rules import Evaluation
 REPORT_SCHEMA_VERSION = 1
 
 MARKS = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.ERROR: "✗", Status.SKIP: "-"}
-ASCII_MARKS = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.ERROR: "XX",
-               Status.SKIP: "--"}
-COLORS = {Status.PASS: "32", Status.WARN: "33", Status.FAIL: "31", Status.ERROR: "31",
-          Status.SKIP: "2"}
+ASCII_MARKS = {
+    Status.PASS: "ok",
+    Status.WARN: "!!",
+    Status.FAIL: "XX",
+    Status.ERROR: "XX",
+    Status.SKIP: "--",
+}
+COLORS = {
+    Status.PASS: "32",
+    Status.WARN: "33",
+    Status.FAIL: "31",
+    Status.ERROR: "31",
+    Status.SKIP: "2",
+}
 
 
 @dataclass(frozen=True)
@@ -53,14 +63,24 @@ def host_line(host: facts.HostFacts) -> str:
     return ", ".join(f"{n}× {k}" for k, n in kinds.items())
 
 
-def human(evaluation: Evaluation, resolution: Resolution, *, ready: bool, verbose: bool,
-          style: Style, smoke_note: str | None = None) -> str:
+def human(
+    evaluation: Evaluation,
+    resolution: Resolution,
+    *,
+    ready: bool,
+    verbose: bool,
+    style: Style,
+    smoke_note: str | None = None,
+) -> str:
     out: list[str] = []
     engine = evaluation.engine
     how = {"installed": "installed"}.get(engine.source, engine.source)
-    out.append(style.bold(
-        f"fp4doctor {__version__} · {evaluation.engine_label} ({how}) · {host_line(evaluation.facts)}"
-    ))
+    out.append(
+        style.bold(
+            f"fp4doctor {__version__} · {evaluation.engine_label} ({how}) · "
+            f"{host_line(evaluation.facts)}"
+        )
+    )
     if engine.note:
         out.append(f"  note: {engine.note}")
     if evaluation.era.note:
@@ -85,10 +105,7 @@ def human(evaluation: Evaluation, resolution: Resolution, *, ready: bool, verbos
         warns = [f for f in verdict.findings if f.status is Status.WARN]
         status = Status.FAIL if problem else (Status.WARN if warns else Status.PASS)
         kind = "" if backend.native else " (not native FP4)"
-        if problem is None:
-            text = f"valid here{kind}: {backend.summary}"
-        else:
-            text = problem.reason
+        text = f"valid here{kind}: {backend.summary}" if problem is None else problem.reason
         out.append(f"  {style.mark(status)} {name.ljust(width)}  {text}")
         if problem is not None and problem.fix and not verbose:
             out.append(f"      {''.ljust(width)}fix: {problem.fix}")
@@ -115,10 +132,12 @@ def human(evaluation: Evaluation, resolution: Resolution, *, ready: bool, verbos
     counts = summary_counts(evaluation.all_findings() + list(resolution.findings))
     verdict_text = "READY" if ready else "NOT READY"
     out.append("")
-    out.append(style.bold(
-        f"{verdict_text}: {counts['pass']} passed, {counts['warn']} warnings, "
-        f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
-    ))
+    out.append(
+        style.bold(
+            f"{verdict_text}: {counts['pass']} passed, {counts['warn']} warnings, "
+            f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
+        )
+    )
     return "\n".join(out) + "\n"
 
 
@@ -144,8 +163,9 @@ def _finding_lines(f: Finding, style: Style, verbose: bool, indent: int = 2) -> 
     return lines
 
 
-def document(evaluation: Evaluation, resolution: Resolution, *, ready: bool,
-             exit_code: int) -> dict[str, Any]:
+def document(
+    evaluation: Evaluation, resolution: Resolution, *, ready: bool, exit_code: int
+) -> dict[str, Any]:
     """The JSON report: versioned, with every finding."""
     findings = evaluation.all_findings() + list(resolution.findings)
     host = evaluation.facts
@@ -193,7 +213,9 @@ def facts_text(host: facts.HostFacts) -> str:
     lines = [f"fp4doctor {__version__} probe" + (f" · {host.hostname}" if host.hostname else "")]
     nvml = host.nvml
     if host.gpus:
-        lines.append(f"GPUs          driver {nvml.driver_version}, CUDA driver {nvml.cuda_driver_version}")
+        lines.append(
+            f"GPUs          driver {nvml.driver_version}, CUDA driver {nvml.cuda_driver_version}"
+        )
         for g in host.gpus:
             mem = f", {g.memory_total_mib} MiB" if g.memory_total_mib else ""
             lines.append(f"  GPU {g.index}       {g.name}, compute capability {g.cc_text}{mem}")
@@ -209,13 +231,21 @@ def facts_text(host: facts.HostFacts) -> str:
     if p.torch_cuda or p.versions.get("torch"):
         lines.append(f"{'torch CUDA':<24} {p.torch_cuda or 'none (CPU build)'}")
     fe = host.cudnn.frontend
-    lines.append(f"{'cuDNN (frontend loads)':<24} "
-                 + (f"{fe.version_text} from {fe.path}" if fe.version else f"none ({fe.error or 'not found'})"))
+    lines.append(
+        f"{'cuDNN (frontend loads)':<24} "
+        + (
+            f"{fe.version_text} from {fe.path}"
+            if fe.version
+            else f"none ({fe.error or 'not found'})"
+        )
+    )
     if host.cudnn.torch is not None:
         t = host.cudnn.torch
         lines.append(f"{'cuDNN (torch)':<24} {t.version_text or t.error} from {t.path}")
     tc = host.toolchain
-    lines.append(f"{'nvcc':<24} " + (f"{tc.nvcc_version} at {tc.nvcc_path}" if tc.nvcc_path else "not found"))
+    lines.append(
+        f"{'nvcc':<24} " + (f"{tc.nvcc_version} at {tc.nvcc_path}" if tc.nvcc_path else "not found")
+    )
     lines.append(f"{'ninja':<24} {tc.ninja_path or 'not found'}")
     for name, value in sorted(host.env.items()):
         lines.append(f"env {name}={value}")

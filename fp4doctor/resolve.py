@@ -6,7 +6,7 @@ automatic order restricted to backends valid here; otherwise the profile's gener
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import KNOB_ARGUMENT, KNOB_CLI, KNOB_CONFIG, KNOB_ENV, Knob
@@ -60,8 +60,9 @@ def canonical(evaluation: Evaluation, name: str, what: str) -> str:
     return backend.name
 
 
-def resolve(evaluation: Evaluation, prefer: str | None = None,
-            require: str | None = None) -> Resolution:
+def resolve(
+    evaluation: Evaluation, prefer: str | None = None, require: str | None = None
+) -> Resolution:
     profile, era = evaluation.profile, evaluation.era
     label = evaluation.engine_label
     notes: list[str] = []
@@ -101,46 +102,74 @@ def resolve(evaluation: Evaluation, prefer: str | None = None,
     # Say when the engine, left alone, would pick something that does not work here.
     auto = evaluation.engine_auto
     if auto is not None and not evaluation.valid(auto):
-        findings.append(Finding(
-            "resolve.engine_auto", Status.WARN,
-            f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
-            fix='eval "$(fp4doctor env)"' if chosen else None, backend=auto))
+        findings.append(
+            Finding(
+                "resolve.engine_auto",
+                Status.WARN,
+                f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
+                fix='eval "$(fp4doctor env)"' if chosen else None,
+                backend=auto,
+            )
+        )
     elif auto is None and evaluation.facts.gpus:
-        findings.append(Finding(
-            "resolve.engine_auto", Status.WARN,
-            f"{label}, left alone, finds no NVFP4 backend on this host and stops at model load"))
+        findings.append(
+            Finding(
+                "resolve.engine_auto",
+                Status.WARN,
+                f"{label}, left alone, finds no NVFP4 backend on this host and stops at model load",
+            )
+        )
 
     ready = chosen is not None
     if chosen is None:
-        findings.append(Finding("resolve.choice", Status.FAIL,
-                                f"no FP4 GEMM backend that {label} can use is valid on this host"))
+        findings.append(
+            Finding(
+                "resolve.choice",
+                Status.FAIL,
+                f"no FP4 GEMM backend that {label} can use is valid on this host",
+            )
+        )
     else:
         findings.append(Finding("resolve.choice", Status.PASS, f"use {chosen}", backend=chosen))
     if required is not None and chosen != required:
         ready = False
-        findings.append(Finding("resolve.require", Status.FAIL,
-                                f"--require {required}: it is not usable here: {why_not(required)}",
-                                backend=required))
+        findings.append(
+            Finding(
+                "resolve.require",
+                Status.FAIL,
+                f"--require {required}: it is not usable here: {why_not(required)}",
+                backend=required,
+            )
+        )
     elif require == REQUIRE_NATIVE and (chosen is None or not profile.backends[chosen].native):
         ready = False
         natives = [b for b in general if profile.backends[b].native]
-        findings.append(Finding("resolve.require", Status.FAIL,
-                                "--require native: no native FP4 backend is usable here "
-                                f"({', '.join(f'{b}: {why_not(b)}' for b in natives[:3])})"))
+        findings.append(
+            Finding(
+                "resolve.require",
+                Status.FAIL,
+                "--require native: no native FP4 backend is usable here "
+                f"({', '.join(f'{b}: {why_not(b)}' for b in natives[:3])})",
+            )
+        )
     if chosen is None:
-        return Resolution(chosen=None, knob=None, ready=False, notes=tuple(notes),
-                          findings=tuple(findings))
+        return Resolution(
+            chosen=None, knob=None, ready=False, notes=tuple(notes), findings=tuple(findings)
+        )
     return _knobs(evaluation, chosen, ready, notes, findings)
 
 
-def _knobs(evaluation: Evaluation, chosen: str, ready: bool, notes: list[str],
-           findings: list[Finding]) -> Resolution:
+def _knobs(
+    evaluation: Evaluation, chosen: str, ready: bool, notes: list[str], findings: list[Finding]
+) -> Resolution:
     era = evaluation.era
     label = evaluation.engine_label
     knob = selecting_knob(era, chosen)
     if knob is None:
-        notes.append(f"{label} has no knob for {chosen}; its automatic order picks it once the "
-                     "conflicting variables are unset")
+        notes.append(
+            f"{label} has no knob for {chosen}; its automatic order picks it once the "
+            "conflicting variables are unset"
+        )
     elif knob.deprecated:
         notes.append(f"{knob.name} is deprecated but is the only knob for {chosen} in {label}")
     unset = [k.name for k in era.env_knobs() if knob is None or k.name != knob.name]
@@ -156,9 +185,18 @@ def _knobs(evaluation: Evaluation, chosen: str, ready: bool, notes: list[str],
         ].append((knob.name, value))
         if knob.kind != KNOB_ENV:
             notes.append(f"{label} takes this choice as {knob_how(knob, chosen)}")
-    return Resolution(chosen=chosen, knob=knob, set_env=tuple(set_env), unset_env=tuple(unset),
-                      cli_args=tuple(cli), config=tuple(config), arguments=tuple(arguments),
-                      ready=ready, notes=tuple(notes), findings=tuple(findings))
+    return Resolution(
+        chosen=chosen,
+        knob=knob,
+        set_env=tuple(set_env),
+        unset_env=tuple(unset),
+        cli_args=tuple(cli),
+        config=tuple(config),
+        arguments=tuple(arguments),
+        ready=ready,
+        notes=tuple(notes),
+        findings=tuple(findings),
+    )
 
 
 def unknown_lint(evaluation: Evaluation) -> bool:

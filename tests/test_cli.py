@@ -20,8 +20,13 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     """The real command in a subprocess: separate stdout and stderr, real exit code."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SGLANG_"))}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "fp4doctor", *args], capture_output=True,
-                          text=True, env=full_env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fp4doctor", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+    )
 
 
 def fixture(name: str) -> str:
@@ -30,9 +35,15 @@ def fixture(name: str) -> str:
 
 def bash_eval(exports: str, *names: str) -> dict[str, str | None]:
     script = 'eval "$FP4_EXPORTS"; ' + "; ".join(
-        f'if [ -n "${{{n}+x}}" ]; then printf "%s=%s\\0" {n} "${n}"; fi' for n in names)
-    out = subprocess.run(["bash", "-c", script], env={"FP4_EXPORTS": exports, "PATH": os.environ["PATH"]},
-                         capture_output=True, text=True, check=True).stdout
+        f'if [ -n "${{{n}+x}}" ]; then printf "%s=%s\\0" {n} "${n}"; fi' for n in names
+    )
+    out = subprocess.run(
+        ["bash", "-c", script],
+        env={"FP4_EXPORTS": exports, "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     found = dict(item.split("=", 1) for item in out.split("\0") if item)
     return {n: found.get(n) for n in names}
 
@@ -105,7 +116,10 @@ def test_b200_vllm_0_15_prefer_cudnn_emits_the_env_var() -> None:
     p = run("env", "--facts", fixture("b200"), "--prefer", "cudnn")
     assert p.returncode == 0, p.stderr
     values = bash_eval(p.stdout, "VLLM_NVFP4_GEMM_BACKEND", "VLLM_USE_CUDNN_FP4_GEMM")
-    assert values == {"VLLM_NVFP4_GEMM_BACKEND": "flashinfer-cudnn", "VLLM_USE_CUDNN_FP4_GEMM": None}
+    assert values == {
+        "VLLM_NVFP4_GEMM_BACKEND": "flashinfer-cudnn",
+        "VLLM_USE_CUDNN_FP4_GEMM": None,
+    }
     assert "using flashinfer-cudnn" in p.stderr
 
 
@@ -113,8 +127,10 @@ def test_b200_vllm_0_24_prefer_cudnn_emits_the_args_variable() -> None:
     p = run("env", "--facts", fixture("b200"), "--prefer", "cudnn", "--engine-version", "0.24.0")
     assert p.returncode == 0, p.stderr
     values = bash_eval(p.stdout, "FP4DOCTOR_VLLM_ARGS", "VLLM_NVFP4_GEMM_BACKEND")
-    assert values == {"FP4DOCTOR_VLLM_ARGS": "--linear-backend flashinfer_cudnn",
-                      "VLLM_NVFP4_GEMM_BACKEND": None}
+    assert values == {
+        "FP4DOCTOR_VLLM_ARGS": "--linear-backend flashinfer_cudnn",
+        "VLLM_NVFP4_GEMM_BACKEND": None,
+    }
     assert "command-line flag" in p.stderr
 
 
@@ -146,8 +162,17 @@ def test_every_shell_format_is_accepted(shell: str) -> None:
 
 def test_config_writes_vllm_yaml_atomically_and_refuses_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "vllm-fp4.yaml"
-    p = run("config", "--facts", fixture("b200"), "--engine-version", "0.30.0", "--prefer",
-            "cudnn", "-o", str(out))
+    p = run(
+        "config",
+        "--facts",
+        fixture("b200"),
+        "--engine-version",
+        "0.30.0",
+        "--prefer",
+        "cudnn",
+        "-o",
+        str(out),
+    )
     assert p.returncode == 0, p.stderr
     import yaml
 
@@ -157,8 +182,18 @@ def test_config_writes_vllm_yaml_atomically_and_refuses_overwrite(tmp_path: Path
     p = run("config", "--facts", fixture("b200"), "--engine-version", "0.30.0", "-o", str(out))
     assert p.returncode == 2 and "pass --force" in p.stderr
     assert out.read_text() == before
-    p = run("config", "--facts", fixture("b200"), "--engine-version", "0.30.0", "--prefer",
-            "marlin", "-o", str(out), "--force")
+    p = run(
+        "config",
+        "--facts",
+        fixture("b200"),
+        "--engine-version",
+        "0.30.0",
+        "--prefer",
+        "marlin",
+        "-o",
+        str(out),
+        "--force",
+    )
     assert p.returncode == 0
     assert yaml.safe_load(out.read_text()) == {"linear-backend": "marlin"}
     assert sorted(x.name for x in tmp_path.iterdir()) == ["vllm-fp4.yaml"]  # no temp file left

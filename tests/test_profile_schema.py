@@ -74,21 +74,53 @@ def test_good_profile_parses_into_the_model() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("native: true", "native: maybe", "demo.yaml:10: 'backends.fast.native' should be true or false"),
+        (
+            "native: true",
+            "native: maybe",
+            "demo.yaml:10: 'backends.fast.native' should be true or false",
+        ),
         ("  fast:\n", "  Fast!:\n", "demo.yaml:9: 'backends.Fast!' backend names are lower-case"),
-        ("- compute_capability: [100]", "- compute_capabilty: [100]",
-         "demo.yaml:13: 'backends.fast.requires[0]' needs exactly one requirement kind"),
-        ('version: ">=1.0"', 'version: "at least one"',
-         "demo.yaml:16: 'backends.fast.requires[1].version' 'at least one' is not a PEP 440"),
-        ("values: {fast: fast", "values: {quick: fast",
-         "'eras[0].knobs[0].values.quick' names no backend of this profile (valid: fast, slow)"),
-        ("      - backend: slow", "      - backend: slower",
-         "'eras[0].auto[1].backend' names no backend of this profile (valid: fast, slow)"),
-        ('newest_known: "1.2.0"', "newest_known: soon", "'engine.newest_known' 'soon' is not a version"),
+        (
+            "- compute_capability: [100]",
+            "- compute_capabilty: [100]",
+            "demo.yaml:13: 'backends.fast.requires[0]' needs exactly one requirement kind",
+        ),
+        (
+            'version: ">=1.0"',
+            'version: "at least one"',
+            "demo.yaml:16: 'backends.fast.requires[1].version' 'at least one' is not a PEP 440",
+        ),
+        (
+            "values: {fast: fast",
+            "values: {quick: fast",
+            "'eras[0].knobs[0].values.quick' names no backend of this profile (valid: fast, slow)",
+        ),
+        (
+            "      - backend: slow",
+            "      - backend: slower",
+            "'eras[0].auto[1].backend' names no backend of this profile (valid: fast, slow)",
+        ),
+        (
+            'newest_known: "1.2.0"',
+            "newest_known: soon",
+            "'engine.newest_known' 'soon' is not a version",
+        ),
         ("schema: 1", "schema: 7", "demo.yaml:1: 'schema' is 7; this fp4doctor reads schema 1"),
-        ("title: Demo", "title: Demo\ncolour: blue", "'colour' is not a known key here (valid: schema,"),
-        ("summary: the slow one", "summary: [a, b]", "'backends.slow.summary' should be a single value"),
-        ("- env: DEMO_BACKEND", "- env: 'BAD NAME'", "'BAD NAME' is not a valid environment variable name"),
+        (
+            "title: Demo",
+            "title: Demo\ncolour: blue",
+            "'colour' is not a known key here (valid: schema,",
+        ),
+        (
+            "summary: the slow one",
+            "summary: [a, b]",
+            "'backends.slow.summary' should be a single value",
+        ),
+        (
+            "- env: DEMO_BACKEND",
+            "- env: 'BAD NAME'",
+            "'BAD NAME' is not a valid environment variable name",
+        ),
     ],
 )
 def test_errors_name_file_line_key_and_choices(old: str, new: str, expected: str) -> None:
@@ -109,10 +141,15 @@ def test_anchors_and_aliases_are_refused() -> None:
     assert error_of(text) == "demo.yaml: YAML anchors and aliases are not allowed in profiles"
 
 
-def test_python_tags_are_refused_never_constructed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_tags_are_refused_never_constructed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     scalar = GOOD.replace("title: Demo", "title: !!python/name:os.system")
-    assert "'title' has an unsupported YAML tag 'tag:yaml.org,2002:python/name:os.system'" in error_of(scalar)
+    assert (
+        "'title' has an unsupported YAML tag 'tag:yaml.org,2002:python/name:os.system'"
+        in error_of(scalar)
+    )
     applied = GOOD.replace("title: Demo", "title: !!python/object/apply:os.system ['touch pwned']")
     assert "'title' should be a single value, got a list" in error_of(applied)
     assert not (tmp_path / "pwned").exists()
@@ -161,7 +198,9 @@ def test_cli_validate_exit_codes(tmp_path: Path) -> None:
 
 def test_check_with_a_broken_profile_exits_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "vllm.yaml"
-    bad.write_text(GOOD.replace("target: demo", "target: vllm").replace("native: true", "native: 3"))
+    bad.write_text(
+        GOOD.replace("target: demo", "target: vllm").replace("native: true", "native: 3")
+    )
     result = CliRunner().invoke(main, ["check", "--no-smoke", "--profile", str(bad)])
     assert result.exit_code == 2, result.output
     assert "fp4doctor: error:" in result.output and "Traceback" not in result.output

@@ -54,8 +54,9 @@ CUDNN_KNOB = [
 
 
 @pytest.mark.parametrize(("version", "env", "cli"), CUDNN_KNOB)
-def test_prefer_cudnn_on_b200_uses_the_era_knob(version: str, env: tuple[str, str] | None,
-                                                cli: tuple[str, str] | None) -> None:
+def test_prefer_cudnn_on_b200_uses_the_era_knob(
+    version: str, env: tuple[str, str] | None, cli: tuple[str, str] | None
+) -> None:
     r = resolve(judge("b200", version), prefer="cudnn")
     assert r.chosen == "flashinfer-cudnn"
     assert r.set_env == ((env,) if env else ())
@@ -69,7 +70,10 @@ def test_prefer_cudnn_on_b200_uses_the_era_knob(version: str, env: tuple[str, st
 def test_cudnn_cannot_be_selected_before_0_11_1_and_the_fallback_says_why() -> None:
     r = resolve(judge("b200", "0.10.2"), prefer="cudnn")
     assert r.chosen == "flashinfer-cutlass"  # vLLM 0.10.2's own choice with FlashInfer installed
-    assert any("flashinfer-cudnn is not usable here: vLLM 0.10.2 has no way to use it" in n for n in r.notes)
+    assert any(
+        "flashinfer-cudnn is not usable here: vLLM 0.10.2 has no way to use it" in n
+        for n in r.notes
+    )
 
 
 # --- accepted values, case-sensitive, per era ----------------------------------------------------
@@ -124,8 +128,10 @@ def test_deprecated_in_0_22_but_still_honoured() -> None:
 
 
 def test_never_released_cudnn_variable_points_at_the_knob_that_works() -> None:
-    for version, knob in [("0.15.1", "VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn"),
-                          ("0.30.0", "--linear-backend flashinfer_cudnn")]:
+    for version, knob in [
+        ("0.15.1", "VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn"),
+        ("0.30.0", "--linear-backend flashinfer_cudnn"),
+    ]:
         ev = judge("b200", version, VLLM_USE_CUDNN_FP4_GEMM="1")
         f = next(f for f in ev.env_findings if f.id == "env.VLLM_USE_CUDNN_FP4_GEMM")
         assert f.status is Status.WARN
@@ -190,8 +196,13 @@ def test_variable_selecting_an_invalid_backend_fails() -> None:
 @pytest.mark.parametrize(
     ("fixture", "version", "engine_auto", "chosen", "knob"),
     [
-        ("b200", "0.15.1", "flashinfer-cutlass", "flashinfer-cutlass",
-         ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cutlass")),
+        (
+            "b200",
+            "0.15.1",
+            "flashinfer-cutlass",
+            "flashinfer-cutlass",
+            ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cutlass"),
+        ),
         # Hopper with FlashInfer: 0.10.1-0.15 pick flashinfer-cutlass with no CC gate.
         ("h100", "0.15.1", "flashinfer-cutlass", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
         ("h100", "0.11.1", "flashinfer-cutlass", None, None),  # no knob for Marlin before 0.15
@@ -201,8 +212,9 @@ def test_variable_selecting_an_invalid_backend_fails() -> None:
         ("l40s", "0.20.0", "marlin", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
     ],
 )
-def test_automatic_order(fixture: str, version: str, engine_auto: str, chosen: str | None,
-                         knob: tuple[str, str] | None) -> None:
+def test_automatic_order(
+    fixture: str, version: str, engine_auto: str, chosen: str | None, knob: tuple[str, str] | None
+) -> None:
     ev = judge(fixture, version)
     assert ev.engine_auto == engine_auto
     r = resolve(ev)
@@ -285,7 +297,9 @@ def test_ignore_downgrades_and_still_shows() -> None:
 
 
 def test_unknown_backend_lists_the_valid_ones() -> None:
-    with pytest.raises(ResolveError, match=r"unknown backend 'cudnnn'.*valid: .*flashinfer-cudnn, cudnn"):
+    with pytest.raises(
+        ResolveError, match=r"unknown backend 'cudnnn'.*valid: .*flashinfer-cudnn, cudnn"
+    ):
         resolve(judge("b200"), prefer="cudnnn")
 
 
@@ -296,7 +310,6 @@ def test_require_native_fails_on_hopper() -> None:
 
 
 def test_engine_not_installed_resolves_for_the_newest_known() -> None:
-    ev = evaluate(VLLM, dataclasses.replace(
-        host("h100"), packages=facts.PackageFacts(versions={})))
+    ev = evaluate(VLLM, dataclasses.replace(host("h100"), packages=facts.PackageFacts(versions={})))
     assert ev.engine.version == VLLM.engine.newest_known
     assert ev.engine.note is not None and "vllm is not installed" in ev.engine.note

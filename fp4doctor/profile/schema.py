@@ -257,7 +257,7 @@ def _requirement(node: _Node, named: Conditions) -> Requirement:
     default_id = {"package": str(arg), "env": str(arg), "use": str(arg)}.get(kind, kind)
     if kind in ("any_of", "all_of") and "id" not in fields:
         raise node.error(f"an '{kind}' requirement needs an 'id'")
-    when = ()
+    when: tuple[tuple[str, SpecifierSet], ...] = ()
     if "when" in fields:
         when = tuple((k, v.specifier()) for k, v in fields["when"].mapping().items())
     return Requirement(
@@ -324,8 +324,18 @@ def _backend(name: str, node: _Node, named: Conditions) -> Backend:
 
 def _knob(node: _Node, backends: dict[str, Backend]) -> Knob:
     fields = node.mapping(
-        (*KNOB_KINDS, "values", "type", "bool_style", "case_sensitive", "deprecated", "select",
-         "note", "on_invalid", "source")
+        (
+            *KNOB_KINDS,
+            "values",
+            "type",
+            "bool_style",
+            "case_sensitive",
+            "deprecated",
+            "select",
+            "note",
+            "on_invalid",
+            "source",
+        )
     )
     kinds = [k for k in KNOB_KINDS if k in fields]
     if len(kinds) != 1:
@@ -348,7 +358,9 @@ def _knob(node: _Node, backends: dict[str, Backend]) -> Knob:
         values=values,
         type=_opt(fields, "type", lambda n: n.choice(("choice", "bool"))) or "choice",
         bool_style=_opt(fields, "bool_style", lambda n: n.choice(("int", "word"))) or "int",
-        case_sensitive=True if "case_sensitive" not in fields else fields["case_sensitive"].boolean(),
+        case_sensitive=True
+        if "case_sensitive" not in fields
+        else fields["case_sensitive"].boolean(),
         deprecated=_opt(fields, "deprecated", _Node.text),
         select=True if "select" not in fields else fields["select"].boolean(),
         note=_opt(fields, "note", _Node.text),
@@ -373,7 +385,9 @@ def _era(node: _Node, backends: dict[str, Backend], named: Conditions) -> Era:
     fields = node.mapping(("versions", "knobs", "auto", "conflicts", "reads", "note", "source"))
     return Era(
         versions=_required(fields, "versions", node).specifier(),
-        knobs=tuple(_knob(n, backends) for n in fields["knobs"].sequence()) if "knobs" in fields else (),
+        knobs=tuple(_knob(n, backends) for n in fields["knobs"].sequence())
+        if "knobs" in fields
+        else (),
         auto=tuple(
             _auto_step(n, backends, named) for n in _required(fields, "auto", node).sequence()
         ),
@@ -404,13 +418,23 @@ def parse(text: str, file: str) -> Profile:
         raise ProfileError(f"{file}: nested too deeply to read") from None
     if len(nodes) != 1 or nodes[0] is None:
         raise ProfileError(f"{file}: should hold exactly one YAML document")
-    _check_depth(nodes[0], file)
+    # Aliases first: a tree of aliases (a "billion laughs") is exponential to walk.
     if _has_alias(nodes[0]):
         raise ProfileError(f"{file}: YAML anchors and aliases are not allowed in profiles")
+    _check_depth(nodes[0], file)
     root = _Node(nodes[0], "", file)
     fields = root.mapping(
-        ("schema", "target", "title", "engine", "source", "conditions", "backends", "eras",
-         "variables")
+        (
+            "schema",
+            "target",
+            "title",
+            "engine",
+            "source",
+            "conditions",
+            "backends",
+            "eras",
+            "variables",
+        )
     )
     schema_node = _required(fields, "schema", root)
     schema = schema_node.integer()

@@ -76,16 +76,21 @@ def engine_version(profile: Profile, host: F.HostFacts, override: str | None) ->
             Version(installed)
             return EngineVersion(installed, SOURCE_INSTALLED)
         except InvalidVersion:
-            note = f"installed {profile.engine.package} {installed!r} is not a version fp4doctor can read"
+            note = (
+                f"installed {profile.engine.package} {installed!r} is not a version "
+                "fp4doctor can read"
+            )
             return EngineVersion(profile.engine.newest_known, SOURCE_ASSUMED, note)
-    note = (f"{profile.engine.package} is not installed: judging for {profile.title} "
-            f"{profile.engine.newest_known}, the newest version the profile knows "
-            f"(--engine-version to choose another)")
+    note = (
+        f"{profile.engine.package} is not installed: judging for {profile.title} "
+        f"{profile.engine.newest_known}, the newest version the profile knows "
+        f"(--engine-version to choose another)"
+    )
     return EngineVersion(profile.engine.newest_known, SOURCE_ASSUMED, note)
 
 
 def era_for(profile: Profile, version: str) -> tuple[Era, str | None]:
-    v = Version(version)
+    v = Version(Version(version).base_version)  # 0.5.10rc0 belongs to 0.5.10's era
     for era in profile.eras:
         if era.versions.contains(v, prereleases=True):
             return era, None
@@ -98,16 +103,28 @@ def era_for(profile: Profile, version: str) -> tuple[Era, str | None]:
     return profile.eras[0], f"{profile.title} {version} is older than any era the profile knows"
 
 
-def evaluate(profile: Profile, host: F.HostFacts, env: Mapping[str, str] | None = None,
-             override_version: str | None = None, ignore: Iterable[str] = ()) -> Evaluation:
+def evaluate(
+    profile: Profile,
+    host: F.HostFacts,
+    env: Mapping[str, str] | None = None,
+    override_version: str | None = None,
+    ignore: Iterable[str] = (),
+) -> Evaluation:
     """Judge every backend of `profile` on `host`, and lint the environment."""
     engine = engine_version(profile, host, override_version)
     era, era_note = era_for(profile, engine.version)
     if era_note:
         engine = replace(engine, note="; ".join(n for n in (engine.note, era_note) if n))
     versions = dict(host.packages.versions)
-    versions[F.canonical_name(profile.engine.package)] = engine.version
-    ctx = Context(facts=host, versions=versions, env=dict(host.env if env is None else env))
+    package = F.canonical_name(profile.engine.package)
+    if engine.source == SOURCE_OVERRIDE:
+        versions[package] = engine.version  # judge as if that version were installed
+    ctx = Context(
+        facts=host,
+        versions=versions,
+        env=dict(host.env if env is None else env),
+        engine=(package, engine.version),
+    )
     label = f"{profile.title} {engine.version}"
     ignore = tuple(ignore)
     verdicts = {}
@@ -117,9 +134,11 @@ def evaluate(profile: Profile, host: F.HostFacts, env: Mapping[str, str] | None 
         verdicts[backend.name] = verdict
     env_findings, selection = lint(profile, era, ctx, verdicts, label)
     # With no GPU the engine stops before choosing; there is no automatic pick to report.
-    engine_auto = next(
-        (s.backend for s in era.auto if conditions_hold(s.conditions, ctx)), None
-    ) if host.gpus else None
+    engine_auto = (
+        next((s.backend for s in era.auto if conditions_hold(s.conditions, ctx)), None)
+        if host.gpus
+        else None
+    )
     return Evaluation(
         profile=profile,
         facts=host,
@@ -144,34 +163,64 @@ def host_findings(host: F.HostFacts) -> list[Finding]:
     if host.gpus:
         names = Counter(f"{g.name} (compute capability {g.cc_text})" for g in host.gpus)
         listed = ", ".join(f"{n}× {name}" for name, n in names.items())
-        out.append(Finding("host.gpus", Status.PASS, f"{len(host.gpus)} GPU(s) visible{scope}: {listed}",
-                           details={"driver": nvml.driver_version, "cuda_driver": nvml.cuda_driver_version}))
+        out.append(
+            Finding(
+                "host.gpus",
+                Status.PASS,
+                f"{len(host.gpus)} GPU(s) visible{scope}: {listed}",
+                details={"driver": nvml.driver_version, "cuda_driver": nvml.cuda_driver_version},
+            )
+        )
         ccs = sorted({g.cc_text for g in host.gpus})
         if len(ccs) > 1:
-            out.append(Finding(
-                "host.gpus.mixed", Status.WARN,
-                f"mixed host: the GPUs differ in compute capability ({', '.join(ccs)}); a backend "
-                "counts as valid only when it is valid on every GPU the engine will use",
-                fix="restrict the engine to one kind of GPU with CUDA_VISIBLE_DEVICES",
-            ))
+            out.append(
+                Finding(
+                    "host.gpus.mixed",
+                    Status.WARN,
+                    "mixed host: the GPUs differ in compute capability "
+                    f"({', '.join(ccs)}); a backend "
+                    "counts as valid only when it is valid on every GPU the engine will use",
+                    fix="restrict the engine to one kind of GPU with CUDA_VISIBLE_DEVICES",
+                )
+            )
     elif nvml.status in (F.NVML_OK, F.NVML_NO_GPU):
-        why = "NVML answered but lists no GPU" if nvml.status == F.NVML_OK or not nvml.error else nvml.error
+        why = (
+            "NVML answered but lists no GPU"
+            if nvml.status == F.NVML_OK or not nvml.error
+            else nvml.error
+        )
         if cvd is not None and nvml.status == F.NVML_OK:
             why = f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU"
-        out.append(Finding("host.gpus", Status.FAIL, f"no NVIDIA GPU is visible{scope}: {why}; "
-                           "no FP4 backend can run", fix=nvml.fix))
+        out.append(
+            Finding(
+                "host.gpus",
+                Status.FAIL,
+                f"no NVIDIA GPU is visible{scope}: {why}; no FP4 backend can run",
+                fix=nvml.fix,
+            )
+        )
     elif nvml.status == F.NVML_LIBRARY_NOT_FOUND:
-        out.append(Finding(
-            "host.gpus", Status.FAIL,
-            "no NVIDIA GPU is visible: the NVIDIA driver's NVML library (libnvidia-ml) is not "
-            "installed, so this is not a GPU host; every FP4 backend needs an NVIDIA GPU "
-            "(native FP4 needs compute capability 10.0 or newer)",
-            fix=nvml.fix, details={"nvml_error": nvml.error}))
+        out.append(
+            Finding(
+                "host.gpus",
+                Status.FAIL,
+                "no NVIDIA GPU is visible: the NVIDIA driver's NVML library (libnvidia-ml) is not "
+                "installed, so this is not a GPU host; every FP4 backend needs an NVIDIA GPU "
+                "(native FP4 needs compute capability 10.0 or newer)",
+                fix=nvml.fix,
+                details={"nvml_error": nvml.error},
+            )
+        )
     else:
-        out.append(Finding(
-            "host.gpus", Status.ERROR,
-            f"cannot tell which GPUs this host has: NVML says {nvml.error or nvml.status}",
-            fix=nvml.fix, details={"nvml_status": nvml.status}))
+        out.append(
+            Finding(
+                "host.gpus",
+                Status.ERROR,
+                f"cannot tell which GPUs this host has: NVML says {nvml.error or nvml.status}",
+                fix=nvml.fix,
+                details={"nvml_status": nvml.status},
+            )
+        )
     for name, reason in sorted(host.probe_errors.items()):
         out.append(Finding(f"host.probe.{name}", Status.WARN, f"the {name} probe failed: {reason}"))
     if host.synthetic:
@@ -181,5 +230,6 @@ def host_findings(host: F.HostFacts) -> list[Finding]:
 
 def no_verdict(evaluation: Evaluation) -> bool:
     """True when the facts are too broken to judge (exit code 3)."""
-    return any(f.id == "host.gpus" and f.status is Status.ERROR and not f.ignored
-               for f in evaluation.host)
+    return any(
+        f.id == "host.gpus" and f.status is Status.ERROR and not f.ignored for f in evaluation.host
+    )

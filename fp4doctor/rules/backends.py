@@ -50,8 +50,9 @@ def conditions_hold(conditions: tuple[Requirement, ...], ctx: Context) -> bool:
     return all(holds(c, ctx).ok for c in conditions if applies(c, ctx))
 
 
-def evaluate_backend(backend: Backend, ctx: Context, era: Era, profile: Profile,
-                     engine_label: str) -> Verdict:
+def evaluate_backend(
+    backend: Backend, ctx: Context, era: Era, profile: Profile, engine_label: str
+) -> Verdict:
     verdict = Verdict(backend)
     prefix = f"backend.{backend.name}"
     seen: set[str] = set()
@@ -134,18 +135,33 @@ def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: st
         how = f"{knob.name}={spelling}" if knob.kind == "env" else f"{knob.name} {spelling}"
         if knob.kind == "config":
             how = f"{knob.name}: [{spelling}]"
-        return Finding(fid, Status.PASS, f"{engine_label} selects it with {how}",
-                       backend=backend.name, source=knob.source or era.source)
+        return Finding(
+            fid,
+            Status.PASS,
+            f"{engine_label} selects it with {how}",
+            backend=backend.name,
+            source=knob.source or era.source,
+        )
     if any(step.backend == backend.name for step in era.auto):
-        return Finding(fid, Status.PASS,
-                       f"{engine_label} has no knob for it; only its automatic order reaches it",
-                       backend=backend.name, source=era.source)
+        return Finding(
+            fid,
+            Status.PASS,
+            f"{engine_label} has no knob for it; only its automatic order reaches it",
+            backend=backend.name,
+            source=era.source,
+        )
     later = [
-        e for e in profile.eras
+        e
+        for e in profile.eras
         if any(k.select and backend.name in k.values for k in e.knobs)
         or any(s.backend == backend.name for s in e.auto)
     ]
     hint = f" (it can from versions {later[0].versions})" if later else ""
-    return Finding(fid, Status.FAIL, f"{engine_label} has no way to use it{hint}",
-                   fix=f"upgrade to a version in {later[0].versions}" if later else None,
-                   backend=backend.name, source=era.source)
+    return Finding(
+        fid,
+        Status.FAIL,
+        f"{engine_label} has no way to use it{hint}",
+        fix=f"upgrade to a version in {later[0].versions}" if later else None,
+        backend=backend.name,
+        source=era.source,
+    )

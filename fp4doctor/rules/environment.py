@@ -41,8 +41,9 @@ def selecting_knob(era: Era, backend: str) -> Knob | None:
     return usable[0] if usable else None
 
 
-def lint(profile: Profile, era: Era, ctx: Context, verdicts: dict[str, Verdict],
-         engine_label: str) -> tuple[list[Finding], Selection | None]:
+def lint(
+    profile: Profile, era: Era, ctx: Context, verdicts: dict[str, Verdict], engine_label: str
+) -> tuple[list[Finding], Selection | None]:
     """Findings for the variables set, and what they select (highest precedence wins)."""
     findings: list[Finding] = []
     selections: list[tuple[int, Selection]] = []
@@ -61,56 +62,75 @@ def lint(profile: Profile, era: Era, ctx: Context, verdicts: dict[str, Verdict],
         elif name in era.read_variables():
             continue
         elif name in profile.variables or name in other_knobs:
-            note = profile.variables[name].note if name in profile.variables else (
-                "it belongs to another version of the engine"
+            note = (
+                profile.variables[name].note
+                if name in profile.variables
+                else ("it belongs to another version of the engine")
             )
             meant = _meant_backend(name, value, other_knobs.get(name), profile)
             fix = None
             if meant is not None:
-                knob = selecting_knob(era, meant)
-                fix = (f"unset {name}; " + (f"use {knob_how(knob, meant)}" if knob
-                       else f"{engine_label} has no knob for {meant}"))
+                works = selecting_knob(era, meant)
+                fix = f"unset {name}; " + (
+                    f"use {knob_how(works, meant)}"
+                    if works
+                    else f"{engine_label} has no knob for {meant}"
+                )
             else:
                 fix = f"unset {name}"
-            findings.append(Finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}",
-                                    fix=fix))
+            findings.append(
+                Finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}", fix=fix)
+            )
     selections.sort(key=lambda s: s[0])
     if not selections:
         return findings, None
     winner = selections[0][1]
     for _, loser in selections[1:]:
-        findings.append(Finding(
-            f"env.{loser.variable}.overridden", Status.WARN,
-            f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
-            f"takes precedence in {engine_label}",
-            fix=f"unset {loser.variable}" if loser.backend != winner.backend else None,
-        ))
+        findings.append(
+            Finding(
+                f"env.{loser.variable}.overridden",
+                Status.WARN,
+                f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
+                f"takes precedence in {engine_label}",
+                fix=f"unset {loser.variable}" if loser.backend != winner.backend else None,
+            )
+        )
     verdict = verdicts.get(winner.backend)
     if verdict is not None and not verdict.valid:
         problem = verdict.first_problem()
-        findings.append(Finding(
-            f"env.{winner.variable}.backend", Status.FAIL,
-            f"{winner.variable}={winner.value} makes {engine_label} use {winner.backend}, which "
-            f"cannot run here: {problem.reason if problem else 'see its findings'}",
-            fix=f"unset {winner.variable}, or run: eval \"$(fp4doctor env)\"",
-            backend=winner.backend,
-        ))
+        findings.append(
+            Finding(
+                f"env.{winner.variable}.backend",
+                Status.FAIL,
+                f"{winner.variable}={winner.value} makes {engine_label} use {winner.backend}, "
+                "which "
+                f"cannot run here: {problem.reason if problem else 'see its findings'}",
+                fix=f'unset {winner.variable}, or run: eval "$(fp4doctor env)"',
+                backend=winner.backend,
+            )
+        )
     return findings, winner
 
 
-def _lint_knob(knob: Knob, value: str, fid: str, engine_label: str,
-               findings: list[Finding]) -> str | None:
+def _lint_knob(
+    knob: Knob, value: str, fid: str, engine_label: str, findings: list[Finding]
+) -> str | None:
     """Check one set variable of this era; return the backend it selects, if any."""
     if knob.type == "bool":
         if knob.bool_style == "int":
             try:
                 on = int(value) != 0
             except ValueError:
-                findings.append(Finding(
-                    fid, Status.FAIL,
-                    f"{knob.name}={value!r} is not a number: "
-                    + (knob.on_invalid or f"{engine_label} rejects it at start-up"),
-                    fix=f"export {knob.name}=0  # or 1, or unset it", source=knob.source))
+                findings.append(
+                    Finding(
+                        fid,
+                        Status.FAIL,
+                        f"{knob.name}={value!r} is not a number: "
+                        + (knob.on_invalid or f"{engine_label} rejects it at start-up"),
+                        fix=f"export {knob.name}=0  # or 1, or unset it",
+                        source=knob.source,
+                    )
+                )
                 return None
         else:
             on = value.strip().lower() in TRUE_WORDS
@@ -123,21 +143,35 @@ def _lint_knob(knob: Knob, value: str, fid: str, engine_label: str,
                 a for a in accepted if a.lower() == value.lower()
             ]
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            findings.append(Finding(
-                fid, Status.FAIL,
-                f"{knob.name}={value!r} is not a valid choice for {engine_label} "
-                f"(valid: {', '.join(accepted)}): "
-                + (knob.on_invalid or "the engine rejects it") + "." + hint,
-                fix=f"export {knob.name}={close[0]}" if close else f"unset {knob.name}",
-                source=knob.source))
+            findings.append(
+                Finding(
+                    fid,
+                    Status.FAIL,
+                    f"{knob.name}={value!r} is not a valid choice for {engine_label} "
+                    f"(valid: {', '.join(accepted)}): "
+                    + (knob.on_invalid or "the engine rejects it")
+                    + "."
+                    + hint,
+                    fix=f"export {knob.name}={close[0]}" if close else f"unset {knob.name}",
+                    source=knob.source,
+                )
+            )
             return None
     if knob.deprecated:
-        findings.append(Finding(f"{fid}.deprecated", Status.WARN, knob.deprecated,
-                                source=knob.source))
+        findings.append(
+            Finding(f"{fid}.deprecated", Status.WARN, knob.deprecated, source=knob.source)
+        )
     if selected is not None:
         note = f" ({knob.note})" if knob.note else ""
-        findings.append(Finding(fid, Status.PASS, f"{knob.name}={value} selects {selected}{note}",
-                                backend=selected, source=knob.source))
+        findings.append(
+            Finding(
+                fid,
+                Status.PASS,
+                f"{knob.name}={value} selects {selected}{note}",
+                backend=selected,
+                source=knob.source,
+            )
+        )
     return selected
 
 

@@ -38,23 +38,45 @@ def merge(evaluation: Evaluation, results: Sequence[Any]) -> None:
         owners = [
             name for name, b in evaluation.profile.backends.items() if result.adapter in b.smoke
         ]
-        details = {k: v for k, v in result.to_dict().items() if v is not None and k not in (
-            "adapter", "status", "reason", "gpu")}
+        details = {
+            k: v
+            for k, v in result.to_dict().items()
+            if v is not None and k not in ("adapter", "status", "reason", "gpu")
+        }
         if not owners or result.gpu is None:
             # The CPU run exercises fp4doctor's own pipeline, not an engine backend.
-            evaluation.smoke.extend(apply_ignores([Finding(
-                smoke_id(None, result.adapter, where), _STATUS[result.status],
-                f"{result.adapter} on {result.device}: {result.reason}", details=details,
-            )], evaluation.ignore))
+            evaluation.smoke.extend(
+                apply_ignores(
+                    [
+                        Finding(
+                            smoke_id(None, result.adapter, where),
+                            _STATUS[result.status],
+                            f"{result.adapter} on {result.device}: {result.reason}",
+                            details=details,
+                        )
+                    ],
+                    evaluation.ignore,
+                )
+            )
             continue
         for name in owners:
             verdict = evaluation.verdicts[name]
             status = _STATUS[result.status]
-            verdict.findings.extend(apply_ignores([Finding(
-                smoke_id(name, result.adapter, where), status,
-                f"live {result.adapter} GEMM on {result.device}: {result.reason}",
-                gpu=result.gpu, backend=name, details=details,
-            )], evaluation.ignore))
+            verdict.findings.extend(
+                apply_ignores(
+                    [
+                        Finding(
+                            smoke_id(name, result.adapter, where),
+                            status,
+                            f"live {result.adapter} GEMM on {result.device}: {result.reason}",
+                            gpu=result.gpu,
+                            backend=name,
+                            details=details,
+                        )
+                    ],
+                    evaluation.ignore,
+                )
+            )
             agreement = _agreement(name, result, static_valid[name], where)
             if agreement is not None:
                 verdict.findings.append(agreement)
@@ -67,20 +89,32 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
     live_ok = result.status == "pass"
     if rules_valid and not live_ok:
         return Finding(
-            fid, Status.WARN,
+            fid,
+            Status.WARN,
             f"rules and reality disagree: the rules call {name} valid on {result.device}, but "
             f"its live GEMM failed ({result.reason}); the profile is missing a rule",
-            fix="report it with `fp4doctor check --json` output", gpu=result.gpu, backend=name)
+            fix="report it with `fp4doctor check --json` output",
+            gpu=result.gpu,
+            backend=name,
+        )
     if not rules_valid and live_ok:
         return Finding(
-            fid, Status.WARN,
+            fid,
+            Status.WARN,
             f"rules and reality disagree: the rules reject {name} on {result.device}, but its "
             "live GEMM passed: a rule may be stale (the engine may still refuse it)",
-            fix="report it with `fp4doctor check --force --json` output", gpu=result.gpu,
-            backend=name)
+            fix="report it with `fp4doctor check --force --json` output",
+            gpu=result.gpu,
+            backend=name,
+        )
     verdict = "both accept it" if live_ok else "both refuse it"
-    return Finding(fid, Status.PASS, f"rules and the live result agree on {result.device}: {verdict}",
-                   gpu=result.gpu, backend=name)
+    return Finding(
+        fid,
+        Status.PASS,
+        f"rules and the live result agree on {result.device}: {verdict}",
+        gpu=result.gpu,
+        backend=name,
+    )
 
 
 def forced_only(evaluation: Evaluation, adapters: Iterable[str]) -> list[str]:

@@ -22,8 +22,10 @@ class Context:
     """What the rules look at: the facts, the package versions (engine version applied), env."""
 
     facts: HostFacts
-    versions: Mapping[str, str]  # canonical distribution name -> version
+    versions: Mapping[str, str]  # canonical distribution name -> installed version
     env: Mapping[str, str]
+    # The engine version being judged (it may not be installed): `when` conditions use it.
+    engine: tuple[str, str] | None = None
 
     @property
     def gpus(self) -> list[Gpu]:
@@ -41,9 +43,11 @@ class Check:
 
 
 def contains(spec: SpecifierSet, version: str) -> bool | None:
-    """`version in spec`, pre-releases included; None when the version cannot be parsed."""
+    """`version in spec`, judged by the release a build belongs to: 0.5.10rc0, 0.11.1.dev12
+    and 2.9.1+cu128 count as 0.5.10, 0.11.1 and 2.9.1 (PEP 440 would put a release candidate
+    of 0.5.10 below `>=0.5.10` and outside `<0.5.10` too). None when it cannot be parsed."""
     try:
-        return spec.contains(Version(version), prereleases=True)
+        return spec.contains(Version(Version(version).base_version), prereleases=True)
     except InvalidVersion:
         return None
 
@@ -58,6 +62,8 @@ def applies(req: Requirement, ctx: Context) -> bool:
     """Whether a requirement's `when` conditions hold for the installed versions."""
     for dist, spec in req.when:
         installed = ctx.version(dist)
+        if ctx.engine is not None and canonical_name(dist) == ctx.engine[0]:
+            installed = ctx.engine[1]
         if installed is None:
             if not req.when_absent:
                 return False
@@ -79,8 +85,11 @@ def _package(req: Requirement, ctx: Context, gpu: Gpu | None) -> Check:
     name = str(req.arg)
     installed = ctx.version(name)
     if req.negate:
-        return Check(installed is None, f"{name} {installed} is installed" if installed else
-                     f"{name} is not installed", f"{name} not installed")
+        return Check(
+            installed is None,
+            f"{name} {installed} is installed" if installed else f"{name} is not installed",
+            f"{name} not installed",
+        )
     wanted = f"{name} {spec_text(req.version)}" if req.version else f"{name} installed"
     if installed is None:
         return Check(False, f"{name} is not installed", wanted)
@@ -96,8 +105,11 @@ def _compute_capability(req: Requirement, ctx: Context, gpu: Gpu | None) -> Chec
     arg = req.arg
     if isinstance(arg, tuple):
         ccs = [f"{c // 10}.{c % 10}" for c in arg]
-        wanted = f"compute capability {ccs[0]}" if len(ccs) == 1 else (
-            f"compute capability {', '.join(ccs[:-1])} or {ccs[-1]}")
+        wanted = (
+            f"compute capability {ccs[0]}"
+            if len(ccs) == 1
+            else (f"compute capability {', '.join(ccs[:-1])} or {ccs[-1]}")
+        )
     else:
         assert isinstance(arg, SpecifierSet)
         wanted = f"compute capability {spec_text(arg)}"
@@ -108,8 +120,9 @@ def _compute_capability(req: Requirement, ctx: Context, gpu: Gpu | None) -> Chec
     return Check(bool(ok), measured, wanted)
 
 
-def _versioned(label: str, value: Callable[[Context], str | None], missing: Callable[[Context], str]
-               ) -> Callable[[Requirement, Context, Gpu | None], Check]:
+def _versioned(
+    label: str, value: Callable[[Context], str | None], missing: Callable[[Context], str]
+) -> Callable[[Requirement, Context, Gpu | None], Check]:
     def run(req: Requirement, ctx: Context, gpu: Gpu | None) -> Check:
         spec = req.arg
         assert isinstance(spec, SpecifierSet)
@@ -150,8 +163,14 @@ def _ninja(req: Requirement, ctx: Context, gpu: Gpu | None) -> Check:
     return Check(path is not None, f"ninja at {path}" if path else "no ninja on PATH", "ninja")
 
 
+def _pair(req: Requirement) -> tuple[str, str]:
+    names = req.arg
+    assert isinstance(names, tuple) and len(names) == 2
+    return str(names[0]), str(names[1])
+
+
 def _same_version(req: Requirement, ctx: Context, gpu: Gpu | None) -> Check:
-    a, b = req.arg  # type: ignore[misc]
+    a, b = _pair(req)
     va, vb = ctx.version(a), ctx.version(b)
     wanted = f"{a} at the same version as {b}"
     if va is None:
@@ -194,8 +213,9 @@ def _any_of(req: Requirement, ctx: Context, gpu: Gpu | None) -> Check:
     results = [check(c, ctx, gpu) for c in req.children if applies(c, ctx)]
     if not results:
         return Check(True, "no alternative applies", "nothing")
-    required = " or ".join(f"({r.required})" if " and " in r.required else r.required
-                           for r in results)
+    required = " or ".join(
+        f"({r.required})" if " and " in r.required else r.required for r in results
+    )
     passed = [r for r in results if r.ok]
     if passed:
         return Check(True, passed[0].measured, required)
@@ -212,7 +232,8 @@ _CHECKS: dict[str, Callable[[Requirement, Context, Gpu | None], Check]] = {
         "CUDA runtime", lambda c: c.facts.packages.torch_cuda, _cuda_runtime_missing
     ),
     "cuda_driver": _versioned(
-        "CUDA driver", lambda c: c.facts.nvml.cuda_driver_version,
+        "CUDA driver",
+        lambda c: c.facts.nvml.cuda_driver_version,
         lambda c: f"CUDA driver version unknown (NVML: {c.facts.nvml.status})",
     ),
     "nvcc": _versioned("nvcc", lambda c: c.facts.toolchain.nvcc_version, _nvcc_missing),
@@ -240,7 +261,7 @@ def fix_for(req: Requirement, ctx: Context) -> str | None:
         spec = str(req.version) if req.version else ""
         return f"pip install '{req.arg}{spec}'" if spec else f"pip install {req.arg}"
     if req.kind == "same_version":
-        a, b = req.arg  # type: ignore[misc]
+        a, b = _pair(req)
         return f"pip install {a}=={ctx.version(b) or '<' + b + ' version>'}"
     if req.kind == "ninja":
         return "pip install ninja"

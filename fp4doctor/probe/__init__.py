@@ -1,0 +1,106 @@
+"""Probe this host into `HostFacts`, without importing torch, flashinfer or cudnn.
+
+Each part is guarded: a probe that fails becomes a reason in `probe_errors` (or the part's own
+`error` fields), never an exception, so a half-broken host still gets a full report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from fp4doctor import __version__
+from fp4doctor.facts import CudnnFacts, HostFacts, NvmlFacts, PackageFacts, ToolchainFacts
+from fp4doctor.probe.cudnn import probe_cudnn
+from fp4doctor.probe.environment import probe_environment
+from fp4doctor.probe.gpus import GpuReport, probe_gpus
+from fp4doctor.probe.packages import probe_packages
+from fp4doctor.probe.toolchain import probe_toolchain
+
+__all__ = ["probe_host"]
+
+T = TypeVar("T")
+
+
+def probe_host(environ: Mapping[str, str] | None = None) -> HostFacts:
+    """Everything the rules need to know about this host, as seen under `environ`."""
+    env = os.environ if environ is None else environ
+    errors: dict[str, str] = {}
+
+    def guarded(name: str, probe: Callable[[], T], fallback: T) -> T:
+        try:
+            return probe()
+        except Exception as exc:  # the guard: a broken probe is a fact, not a crash
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            return fallback
+
+    packages = guarded("packages", probe_packages, PackageFacts())
+    # The cuDNN reader and `nvcc --version` are subprocesses: let them run while NVML answers.
+    cudnn_pending = _in_background(lambda: probe_cudnn(env, packages))
+    toolchain_pending = _in_background(lambda: probe_toolchain(env))
+    gpu_report = guarded(
+        "gpus",
+        lambda: probe_gpus(env),
+        GpuReport(NvmlFacts(), cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES")),
+    )
+    errors.update(gpu_report.notes)
+    no_variables: dict[str, str] = {}
+    variables = guarded("environment", lambda: probe_environment(env), no_variables)
+    cudnn = guarded("cudnn", cudnn_pending, CudnnFacts())
+    toolchain = guarded("toolchain", toolchain_pending, ToolchainFacts())
+
+    return HostFacts(
+        fp4doctor_version=__version__,
+        captured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        hostname=guarded("hostname", lambda: os.uname().nodename, None),
+        python_version=".".join(str(part) for part in sys.version_info[:3]),
+        platform=guarded("platform", _platform, None),
+        nvml=gpu_report.nvml,
+        gpus=gpu_report.gpus,
+        cuda_visible_devices=gpu_report.cuda_visible_devices,
+        packages=packages,
+        cudnn=cudnn,
+        toolchain=toolchain,
+        env=variables,
+        probe_errors=errors,
+    )
+
+
+def _in_background(work: Callable[[], T]) -> Callable[[], T]:
+    """Start `work` on a thread; the returned function waits for it and returns or raises."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the caller's guard by `result`
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="fp4doctor-probe", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        value: T = outcome["value"]
+        return value
+
+    return result
+
+
+def _platform() -> str:
+    """Like `platform.platform()` ("Linux-6.8.0-x86_64-with-glibc2.39"), without its slow parts."""
+    uname = os.uname()
+    text = f"{uname.sysname}-{uname.release}-{uname.machine}"
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.39"
+    except (ValueError, OSError):
+        libc = None
+    if libc:
+        text += "-with-" + libc.replace(" ", "")
+    return text

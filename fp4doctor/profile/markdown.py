@@ -1,0 +1,411 @@
+"""Render a profile as a Markdown page: what each backend needs, which knob selects it, by version.
+
+The pages under docs/targets/ are this function's output for the shipped profiles
+(docs/targets/generate.py writes them; tests/test_docs_targets.py keeps them equal), so the
+documentation cannot drift from the rules fp4doctor applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from packaging.specifiers import SpecifierSet
+
+from fp4doctor.profile.model import (
+    KNOB_ARGUMENT,
+    KNOB_CLI,
+    KNOB_CONFIG,
+    KNOB_ENV,
+    Advisory,
+    AutoStep,
+    Backend,
+    Era,
+    Knob,
+    Profile,
+    Requirement,
+)
+
+_CONFIG_FORMATS = {
+    "vllm-yaml": "vLLM's `--config` YAML file",
+    "trtllm-yaml": "TensorRT-LLM's LLM API options YAML (`trtllm-serve --config`)",
+    "dotenv": "a dotenv file of the variables",
+}
+_KNOB_KINDS = {
+    KNOB_ENV: "environment variable",
+    KNOB_CLI: "command-line flag",
+    KNOB_CONFIG: "config key",
+    KNOB_ARGUMENT: "function argument",
+}
+# Lower bounds first, so ">=0.11.1,<0.15" reads in that order (SpecifierSet sorts by text).
+_OPERATOR_ORDER = {">=": 0, ">": 0, "~=": 1, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
+
+
+def render(profile: Profile) -> str:
+    """The Markdown page for one profile (deterministic: the same profile gives the same text)."""
+    out: list[str] = []
+    out += _header(profile)
+    out += _backends_section(profile)
+    out += _knob_table(profile)
+    out += _eras_section(profile)
+    out += _conditions_section(profile)
+    out += _variables_section(profile)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# --- text helpers ------------------------------------------------------------------------------
+
+
+def spec_text(spec: SpecifierSet) -> str:
+    """A version specifier with its lower bounds first: '>=0.11.1, <0.15'."""
+    parts = sorted(spec, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 1), s.version))
+    return ", ".join(f"{s.operator}{s.version}" for s in parts) or "any version"
+
+
+def versions_text(spec: SpecifierSet) -> str:
+    """An era's versions in words: '0.11.1 ≤ v < 0.15', 'v < 0.10.1', 'v ≥ 0.28'."""
+    lower = [s for s in spec if s.operator == ">="]
+    upper = [s for s in spec if s.operator == "<"]
+    if len(lower) + len(upper) != len(spec) or len(lower) > 1 or len(upper) > 1:
+        return spec_text(spec)
+    if lower and upper:
+        return f"{lower[0].version} ≤ v < {upper[0].version}"
+    if lower:
+        return f"v ≥ {lower[0].version}"
+    if upper:
+        return f"v < {upper[0].version}"
+    return "every version"
+
+
+def _cc(value: int) -> str:
+    return f"{value // 10}.{value % 10}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _when_text(req: Requirement) -> str:
+    if not req.when:
+        return ""
+    parts = [f"{dist} {spec_text(spec)}" for dist, spec in req.when]
+    text = " and ".join(parts)
+    if req.when_absent:
+        text += " or absent"
+    return f"when {text}"
+
+
+def describe(req: Requirement, expand_use: bool = True) -> str:
+    """One requirement in plain words, without its when-condition, reason or source."""
+    kind, arg = req.kind, req.arg
+    if kind == "package":
+        if req.negate:
+            if req.version is not None:
+                return f"{_code(str(arg))} not installed at {spec_text(req.version)}"
+            return f"{_code(str(arg))} not installed"
+        if req.version is not None:
+            return f"{_code(str(arg))} {spec_text(req.version)}"
+        return f"{_code(str(arg))} installed"
+    if kind == "compute_capability":
+        if isinstance(arg, tuple):
+            return "compute capability one of " + ", ".join(_cc(int(c)) for c in arg)
+        assert isinstance(arg, SpecifierSet)
+        return f"compute capability {spec_text(arg)}"
+    if kind == "cudnn_backend":
+        assert isinstance(arg, SpecifierSet)
+        return f"cuDNN library (the one cudnn-frontend loads) {spec_text(arg)}"
+    if kind == "cuda_runtime":
+        assert isinstance(arg, SpecifierSet)
+        return f"CUDA runtime of the torch build {spec_text(arg)}"
+    if kind == "cuda_driver":
+        assert isinstance(arg, SpecifierSet)
+        return f"driver supports CUDA {spec_text(arg)}"
+    if kind == "nvcc":
+        assert isinstance(arg, SpecifierSet)
+        return f"nvcc {spec_text(arg)}" if str(arg) else "nvcc found"
+    if kind == "ninja":
+        return "ninja on PATH"
+    if kind == "same_version":
+        assert isinstance(arg, tuple)
+        return f"{_code(str(arg[0]))} installed at the same version as {_code(str(arg[1]))}"
+    if kind == "env":
+        if req.equals is not None:
+            return f"{_code(f'{arg}={req.equals}')} set"
+        return f"{_code(str(arg))} set to a true value"
+    if kind == "use":
+        if not expand_use:
+            return f"*{arg}*"
+        text = " and ".join(_inline(c) for c in req.children)
+        return f"({text})" if len(req.children) > 1 else text
+    if kind in ("any_of", "all_of"):
+        joiner = " or " if kind == "any_of" else " and "
+        return "(" + joiner.join(_inline(c) for c in req.children) + ")"
+    return kind
+
+
+def _inline(req: Requirement, expand_use: bool = True) -> str:
+    """A requirement with its when-condition, for use inside a sentence."""
+    text = describe(req, expand_use)
+    when = _when_text(req)
+    return f"{text} ({when})" if when else text
+
+
+def _flatten(reqs: Iterable[Requirement]) -> list[Requirement]:
+    """Top-level requirements with every `use` replaced by the entries of its condition."""
+    flat: list[Requirement] = []
+    for req in reqs:
+        if req.kind == "use" and not req.when:
+            flat.extend(_flatten(req.children))
+        else:
+            flat.append(req)
+    return flat
+
+
+def _requirement_bullet(req: Requirement) -> str:
+    text = _inline(req)
+    extras = []
+    if req.reason:
+        extras.append(req.reason)
+    if req.fix:
+        extras.append(f"fix: {_code(req.fix)}")
+    if req.source:
+        extras.append(f"source: {req.source}")
+    if extras:
+        text += " — " + "; ".join(extras)
+    return f"- {text}"
+
+
+def _knob_spelling(knob: Knob, value: str) -> str:
+    if knob.kind == KNOB_ENV:
+        return _code(f"{knob.name}={value}")
+    if knob.kind == KNOB_CLI:
+        return _code(f"{knob.name} {value}")
+    if knob.kind == KNOB_CONFIG:
+        return _code(f"{knob.name}: [{value}]")
+    return _code(f'{knob.name}="{value}"')
+
+
+def _knob_label(knob: Knob) -> str:
+    marks = []
+    if knob.deprecated:
+        marks.append("deprecated")
+    if not knob.select:
+        marks.append("never set by fp4doctor")
+    return f" ({', '.join(marks)})" if marks else ""
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+
+def _header(profile: Profile) -> list[str]:
+    engine = profile.engine
+    out = [
+        f"# {profile.title} (`--target {profile.target}`)",
+        "",
+        f"<!-- Generated from profiles/{profile.target}.yaml by docs/targets/generate.py; "
+        "do not edit by hand. -->",
+        "",
+        f"The version that picks the rules is that of the {_code(engine.package)} distribution "
+        f"(or `--engine-version`); the newest version this profile knows is "
+        f"{_code(engine.newest_known)}, used when {_code(engine.package)} is not installed.",
+        "",
+    ]
+    config = _CONFIG_FORMATS.get(engine.config_format, engine.config_format)
+    where = [f"`fp4doctor config` writes {config}."]
+    if engine.args_variable:
+        where.append(
+            f"Choices the engine takes only as a flag, config key or argument are exported by "
+            f"`fp4doctor env` in {_code(engine.args_variable)}."
+        )
+    out += [" ".join(where), ""]
+    if profile.source:
+        out += [f"Source: {profile.source}", ""]
+    return out
+
+
+def _backends_section(profile: Profile) -> list[str]:
+    out = [
+        "## Backends",
+        "",
+        "Listed in fp4doctor's order of preference (used when the engine's own automatic "
+        "order gives nothing valid).",
+        "",
+        "| backend | `--prefer` aliases | native FP4 | what it is |",
+        "| --- | --- | --- | --- |",
+    ]
+    for b in profile.backends.values():
+        aliases = ", ".join(_code(a) for a in b.aliases) or "—"
+        out.append(
+            f"| {_code(b.name)} | {aliases} | {'yes' if b.native else 'no'} | {_cell(b.summary)} |"
+        )
+    out.append("")
+    for b in profile.backends.values():
+        out += _backend_detail(b)
+    return out
+
+
+def _backend_detail(backend: Backend) -> list[str]:
+    out = [f"### {backend.name}", "", backend.summary + ".", ""]
+    if backend.smoke:
+        out += ["Live check: " + ", ".join(_code(s) for s in backend.smoke) + ".", ""]
+    reqs = _flatten(backend.requires)
+    if reqs:
+        out += ["Needs (on every GPU for compute-capability rules, on the host otherwise):", ""]
+        out += [_requirement_bullet(r) for r in reqs]
+        out.append("")
+    else:
+        out += ["Needs nothing this profile checks.", ""]
+    if backend.advisories:
+        out += ["Known problems (a warning, not a refusal):", ""]
+        out += [_advisory_bullet(a) for a in backend.advisories]
+        out.append("")
+    return out
+
+
+def _advisory_bullet(advisory: Advisory) -> str:
+    conditions = " and ".join(_inline(c) for c in advisory.conditions) or "always"
+    text = f"- {_code(advisory.id)}: when {conditions}: {advisory.reason}"
+    if advisory.fix:
+        text += f" — fix: {_code(advisory.fix)}"
+    if advisory.source:
+        text += f"; source: {advisory.source}"
+    return text
+
+
+def _knob_table(profile: Profile) -> list[str]:
+    names = profile.backend_names()
+    out = [
+        "## Which knob selects each backend, by version",
+        "",
+        "Several knobs in one cell are listed from the highest precedence down. "
+        "“—”: no knob selects it in those versions.",
+        "",
+        "| versions | " + " | ".join(_code(n) for n in names) + " |",
+        "| --- |" + " --- |" * len(names),
+    ]
+    for era in profile.eras:
+        cells = []
+        for name in names:
+            spellings = [
+                _knob_spelling(k, k.values[name][0]) + _knob_label(k)
+                for k in era.knobs
+                if name in k.values
+            ]
+            cells.append("<br>".join(spellings) or "—")
+        out.append(f"| {_cell(versions_text(era.versions))} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def _eras_section(profile: Profile) -> list[str]:
+    out = ["## Eras", ""]
+    for era in profile.eras:
+        out += _era_detail(era)
+    return out
+
+
+def _era_detail(era: Era) -> list[str]:
+    out = [f"### {versions_text(era.versions)}", ""]
+    if era.note:
+        out += [era.note + ("" if era.note.endswith(".") else "."), ""]
+    if era.knobs:
+        out += ["Knobs, highest precedence first:", ""]
+        out += [_knob_bullet(k) for k in era.knobs]
+        out.append("")
+    else:
+        out += ["No knob selects the FP4 GEMM backend.", ""]
+    out += ["Automatic order (what the engine picks when left alone; the first step that holds):"]
+    out.append("")
+    if era.auto:
+        out += [f"{i}. {_auto_step(step)}" for i, step in enumerate(era.auto, 1)]
+    else:
+        out += ["Nothing: the engine has no FP4 GEMM here."]
+    out.append("")
+    if era.reads:
+        out += ["Also reads: " + ", ".join(_code(v) for v in era.reads) + ".", ""]
+    if era.conflicts:
+        out += ["Unset whatever is chosen: " + ", ".join(_code(v) for v in era.conflicts) + ".", ""]
+    if era.source:
+        out += [f"Source: {era.source}", ""]
+    return out
+
+
+def _knob_bullet(knob: Knob) -> str:
+    kind = _KNOB_KINDS.get(knob.kind, knob.kind)
+    values = []
+    for backend, spellings in knob.values.items():
+        shown = " or ".join(_code(s) for s in spellings)
+        values.append(f"{shown} → {_code(backend)}")
+    text = f"- {kind} {_code(knob.name)}: " + ", ".join(values)
+    details = []
+    if knob.type == "bool":
+        style = "parsed with int()" if knob.bool_style == "int" else "true/1 are true"
+        details.append(f"on/off, {style}")
+    details.append("case-sensitive" if knob.case_sensitive else "any case")
+    if knob.deprecated:
+        details.append(f"deprecated: {knob.deprecated}")
+    if not knob.select:
+        details.append("never set by fp4doctor")
+    if knob.note:
+        details.append(knob.note)
+    if knob.on_invalid:
+        details.append(f"invalid value: {knob.on_invalid}")
+    if knob.source:
+        details.append(f"source: {knob.source}")
+    return text + " (" + "; ".join(details) + ")"
+
+
+def _auto_step(step: AutoStep) -> str:
+    if not step.conditions:
+        return f"{_code(step.backend)}"
+    conditions = " and ".join(_inline(c, expand_use=False) for c in step.conditions)
+    return f"{_code(step.backend)} when {conditions}"
+
+
+def _named_conditions(profile: Profile) -> dict[str, tuple[Requirement, ...]]:
+    """The `use:` conditions the automatic orders refer to, by name, in order of first use."""
+    found: dict[str, tuple[Requirement, ...]] = {}
+
+    def walk(reqs: Iterable[Requirement]) -> None:
+        for req in reqs:
+            if req.kind == "use" and isinstance(req.arg, str) and req.arg not in found:
+                found[req.arg] = req.children
+            walk(req.children)
+
+    for era in profile.eras:
+        for step in era.auto:
+            walk(step.conditions)
+    return found
+
+
+def _conditions_section(profile: Profile) -> list[str]:
+    named = _named_conditions(profile)
+    if not named:
+        return []
+    out = ["## Conditions used by the automatic orders", ""]
+    for name, reqs in named.items():
+        out += [f"*{name}*:", ""]
+        out += [_requirement_bullet(r) for r in reqs]
+        out.append("")
+    return out
+
+
+def _variables_section(profile: Profile) -> list[str]:
+    if not profile.variables:
+        return []
+    out = [
+        "## Variables",
+        "",
+        "FP4 variables users set for this engine, and what fp4doctor says when the installed "
+        "version ignores them.",
+        "",
+        "| variable | note |",
+        "| --- | --- |",
+    ]
+    for var in profile.variables.values():
+        out.append(f"| {_code(var.name)} | {_cell(var.note)} |")
+    out.append("")
+    return out

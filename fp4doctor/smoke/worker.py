@@ -1,0 +1,177 @@
+"""The smoke worker: `python -m fp4doctor.smoke.worker --device cpu|cuda ADAPTER...`.
+
+One process per GPU, started by `fp4doctor.smoke.runner` with CUDA_VISIBLE_DEVICES pinned to
+that GPU (so it is always `cuda:0` in here). It runs its adapters in turn and writes one
+JSON line per event to the protocol pipe, which is the stdout it was started with:
+
+    {"event": "hello", "pid": 123, "torch": "2.11.0+cu130", "device_name": ..., "cc": [9, 0]}
+    {"event": "start", "adapter": "flashinfer-cudnn"}
+    {"event": "result", "adapter": "flashinfer-cudnn", "status": "fail", "reason": ..., ...}
+    {"event": "done"}
+
+Libraries print to stdout (FlashInfer's "cudnn_handle created for device_id = N"), so before
+anything heavy is imported the worker moves the protocol pipe to a private descriptor and
+points fd 1 at stderr. A crash or hang is the parent's to handle; everything else becomes a
+result line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import faulthandler
+import importlib
+import json
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fp4doctor.smoke.adapters import Adapter
+
+EXTRA_ADAPTERS_ENV = "FP4DOCTOR_SMOKE_EXTRA_ADAPTERS"
+"""Test-only hook: `module:attr[,module:attr]` naming extra adapters (an adapter, an iterable
+of adapters, or a name -> adapter mapping) the worker loads besides the built-in ones. It
+exists for the fault-injection tests (tests/smoke_fakes.py: wrong results, aborts, segfaults,
+hangs); fp4doctor itself never sets it."""
+
+
+class Channel:
+    """The JSON-lines channel to the parent, on a descriptor no library knows about."""
+
+    def __init__(self) -> None:
+        # The pipe the parent reads arrives as fd 1. Keep a private duplicate (not inherited
+        # by child processes) and send fd 1 to stderr, so stray prints cannot corrupt it.
+        self._fd = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+
+    def send(self, event: str, **fields: object) -> None:
+        data = (json.dumps({"event": event, **fields}, default=str) + "\n").encode()
+        while data:
+            data = data[os.write(self._fd, data) :]
+
+
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Ask Linux to SIGKILL this worker if the doctor dies (PR_SET_PDEATHSIG), so a killed
+    doctor leaves no worker holding a GPU."""
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _extra_adapters(spec: str) -> dict[str, Adapter]:
+    found: dict[str, Adapter] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        module, _, attr = item.partition(":")
+        obj: Any = getattr(importlib.import_module(module), attr or "ADAPTERS")
+        values: Iterable[Any]
+        if isinstance(obj, Mapping):
+            values = obj.values()
+        elif isinstance(obj, Iterable):
+            values = obj
+        else:
+            values = [obj]
+        found.update((a.name, a) for a in values)
+    return found
+
+
+def _fail_all(proto: Channel, adapters: list[str], status: str, reason: str, text: str) -> None:
+    for name in adapters:
+        proto.send("start", adapter=name)
+        proto.send("result", adapter=name, status=status, reason=reason, library_error=text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    proto = Channel()
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    parser = argparse.ArgumentParser(prog="python -m fp4doctor.smoke.worker")
+    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("adapters", nargs="*")
+    args = parser.parse_args(argv)
+    _die_with_parent(args.parent_pid)
+    names: list[str] = list(args.adapters)
+
+    try:
+        import torch
+    except ImportError as exc:
+        proto.send("hello", pid=os.getpid(), torch=None)
+        _fail_all(proto, names, "skip", f"torch is not installed for {sys.executable}", str(exc))
+        proto.send("done")
+        return 0
+    except Exception as exc:
+        proto.send("hello", pid=os.getpid(), torch=None)
+        _fail_all(proto, names, "error", f"import torch failed: {exc}", traceback.format_exc())
+        proto.send("done")
+        return 0
+
+    device = "cpu"
+    hello: dict[str, object] = {"pid": os.getpid(), "torch": torch.__version__}
+    if args.device == "cuda":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
+                raise RuntimeError(
+                    f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA "
+                    f"device with CUDA_VISIBLE_DEVICES={visible!r}"
+                )
+            torch.cuda.set_device(0)
+            torch.zeros(1, device="cuda:0").add_(1).item()
+            hello["device_name"] = torch.cuda.get_device_name(0)
+            hello["cc"] = list(torch.cuda.get_device_capability(0))
+        except Exception as exc:
+            proto.send("hello", **hello)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            _fail_all(proto, names, "error", first, traceback.format_exc())
+            proto.send("done")
+            return 0
+        device = "cuda:0"
+    proto.send("hello", **hello)
+
+    from fp4doctor.smoke import harness
+    from fp4doctor.smoke.adapters import ADAPTERS, load_adapter
+
+    extra: dict[str, Adapter] = {}
+    spec = os.environ.get(EXTRA_ADAPTERS_ENV, "")
+    if spec:
+        extra = _extra_adapters(spec)
+
+    for name in names:
+        proto.send("start", adapter=name)
+        if name not in extra and name not in ADAPTERS:
+            known = ", ".join([*ADAPTERS, *extra])
+            reason = f"unknown smoke adapter {name!r} (known: {known})"
+            proto.send("result", adapter=name, status="error", reason=reason)
+            continue
+        try:
+            adapter = extra[name] if name in extra else load_adapter(name)
+            outcome = harness.run_adapter(adapter, device)
+        except Exception as exc:
+            text = traceback.format_exc()[-2000:]
+            proto.send(
+                "result",
+                adapter=name,
+                status="error",
+                reason=f"fp4doctor's smoke harness failed: {type(exc).__name__}: {exc}",
+                library_error=text,
+            )
+            continue
+        proto.send("result", adapter=name, **outcome.fields())
+        if outcome.context_lost:
+            return 3  # the parent starts a fresh worker for the rest
+    proto.send("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

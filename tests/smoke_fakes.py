@@ -1,0 +1,169 @@
+"""FAKE smoke adapters for fault-injection tests. Not part of fp4doctor; never shipped.
+
+Each one misbehaves in one labelled way (a wrong answer, an answer 30x too small, an output
+left half unwritten, an abort, a segfault, a hang, junk on stdout, a library exception), so
+the tests can show that each becomes the right result and that the adapters after it still
+run; `fake-where` reports where its worker runs. Workers load them through the test-only hook
+`FP4DOCTOR_SMOKE_EXTRA_ADAPTERS=smoke_fakes:FAKES` (see `fake_env()`).
+
+With `FP4DOCTOR_TEST_PID_DIR` set, every fake writes the pids it knows of (its worker's, and
+for the hang its own child's) to a file there, so the tests can check no process outlives
+the run. torch is imported only inside the fakes, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
+
+if TYPE_CHECKING:
+    import torch
+
+    from fp4doctor.smoke.cases import Case
+
+PID_DIR_ENV = "FP4DOCTOR_TEST_PID_DIR"
+
+
+def fake_env(pid_dir: Path | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment whose workers also know the fakes below."""
+    env = dict(os.environ if base is None else base)
+    here = str(Path(__file__).resolve().parent)
+    env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:FAKES"
+    if pid_dir is not None:
+        env[PID_DIR_ENV] = str(pid_dir)
+    return env
+
+
+def note_pids(name: str, *pids: int) -> None:
+    """Record this worker's pid (and `pids`) for the orphan checks."""
+    pid_dir = os.environ.get(PID_DIR_ENV)
+    if pid_dir:
+        path = Path(pid_dir) / f"{name}.{os.getpid()}"
+        path.write_text(" ".join(str(p) for p in (os.getpid(), *pids)))
+
+
+def _ref(case: Case, out: torch.Tensor) -> torch.Tensor:
+    return case.ref.to(device=out.device, dtype=out.dtype)
+
+
+def _wrong(case: Case, out: torch.Tensor) -> object:
+    import torch
+
+    # Same magnitude, wrong places: the norm check passes, the elementwise one must not.
+    return out.copy_(torch.roll(_ref(case, out), shifts=1, dims=1))
+
+
+def _too_small(case: Case, out: torch.Tensor) -> object:
+    return out.copy_(_ref(case, out) / 30)
+
+
+def _half_unwritten(case: Case, out: torch.Tensor) -> object:
+    half = case.n // 2
+    return out[:, :half].copy_(_ref(case, out)[:, :half])
+
+
+def _abort(case: Case, out: torch.Tensor) -> object:
+    os.abort()
+
+
+def _segfault(case: Case, out: torch.Tensor) -> object:
+    return ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+
+def _hang(case: Case, out: torch.Tensor) -> object:
+    # A child in the worker's process group, to show the whole group is killed.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    note_pids("fake-hang-child", child.pid)
+    while True:
+        time.sleep(60)
+
+
+def _junk_stdout(case: Case, out: torch.Tensor) -> object:
+    # What chatty libraries do: print, write fd 1 directly, even a protocol-looking line.
+    print("cudnn_handle created for device_id = 0")
+    print('{"event": "result", "adapter": "fake-junk-stdout", "status": "fail", "reason": "x"}')
+    sys.stdout.flush()
+    os.write(1, b'not json\n{"event": "done"}\n{"half a line')
+    return out.copy_(_ref(case, out))
+
+
+def _raises(case: Case, out: torch.Tensor) -> object:
+    raise RuntimeError(
+        "FAKE library error: no kernel for this device\n"
+        "  detail line one\n"
+        "  Reason: FAKE engine is only supported since Blackwell architecture\n"
+    )
+
+
+def _where(case: Case, out: torch.Tensor) -> object:
+    import torch
+
+    from fp4doctor.smoke.adapters import Unavailable
+
+    # Reports where the worker runs, as a `skip` reason (the only text a fake can send).
+    text = f"where: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+    if out.device.type == "cuda":
+        props = torch.cuda.get_device_properties(out.device)
+        text += f" devices={torch.cuda.device_count()} uuid={getattr(props, 'uuid', '?')}"
+    raise Unavailable(text)
+
+
+@dataclass(frozen=True)
+class Fake:
+    """A labelled fake adapter: `behaviour` runs as its GEMM call."""
+
+    name: str
+    behaviour: Callable[[Case, torch.Tensor], object]
+    supports_cpu: bool = True
+
+    def load(self) -> str:
+        note_pids(self.name)
+        return "FAKE adapter (tests/smoke_fakes.py)"
+
+    def bind(self, case: Case, out: torch.Tensor) -> Callable[[], object]:
+        return lambda: self.behaviour(case, out)
+
+
+@dataclass(frozen=True)
+class FlakyFake:
+    """Right on the first call, 30x too small on every later one (the timed calls)."""
+
+    name: str = "fake-flaky"
+    supports_cpu: bool = True
+
+    def load(self) -> str:
+        note_pids(self.name)
+        return "FAKE adapter (tests/smoke_fakes.py)"
+
+    def bind(self, case: Case, out: torch.Tensor) -> Callable[[], object]:
+        calls = [0]
+
+        def call() -> object:
+            calls[0] += 1
+            return out.copy_(_ref(case, out)) if calls[0] == 1 else _too_small(case, out)
+
+        return call
+
+
+FAKES = (
+    Fake("fake-wrong", _wrong),
+    Fake("fake-30x-small", _too_small),
+    Fake("fake-unwritten", _half_unwritten),
+    Fake("fake-abort", _abort),
+    Fake("fake-segfault", _segfault),
+    Fake("fake-hang", _hang),
+    Fake("fake-junk-stdout", _junk_stdout),
+    Fake("fake-raises", _raises),
+    Fake("fake-where", _where),
+    FlakyFake(),
+)

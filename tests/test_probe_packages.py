@@ -1,0 +1,183 @@
+"""The package probe: versions equal importlib.metadata's, torch's build read from its text."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from fp4doctor.facts import canonical_name
+from fp4doctor.probe.packages import (
+    PACKAGES,
+    parse_torch_version_py,
+    probe_packages,
+    torch_dir,
+)
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+# --- this host, for real -----------------------------------------------------------------------
+
+
+def test_real_versions_equal_importlib_metadata() -> None:
+    found = probe_packages()
+    expected = {
+        canonical_name(name): version
+        for name in PACKAGES
+        if (version := installed_version(name)) is not None
+    }
+    assert found.versions == expected
+    assert found.errors == {}
+
+
+def test_real_torch_build_read_from_version_py() -> None:
+    if installed_version("torch") is None:
+        pytest.skip("torch is not installed here")
+    found = probe_packages()
+    directory = torch_dir()
+    assert directory is not None
+    text = Path(directory, "version.py").read_text(encoding="utf-8")
+    git = re.search(r"^git_version = '([0-9a-f]+)'", text, re.M)
+    assert git is not None and found.torch_git_version == git.group(1)
+    cuda = re.search(r"^cuda(?:: Optional\[str\])? = (None|'[^']*')", text, re.M)
+    assert cuda is not None
+    assert found.torch_cuda == (None if cuda.group(1) == "None" else cuda.group(1).strip("'"))
+
+
+def test_torch_is_not_imported() -> None:
+    import sys
+
+    before = "torch" in sys.modules
+    probe_packages()
+    assert ("torch" in sys.modules) == before
+
+
+# --- a site directory written for the test -----------------------------------------------------
+
+
+def write_dist(site: Path, directory: str, metadata: bytes) -> Path:
+    info = site / directory
+    info.mkdir(parents=True)
+    (info / "METADATA").write_bytes(metadata)
+    return info
+
+
+def metadata(name: str, version: str) -> bytes:
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+
+
+def test_versions_from_a_site_dir(tmp_path: Path) -> None:
+    write_dist(
+        tmp_path, "flashinfer_python-0.6.1.dist-info", metadata("flashinfer-python", "0.6.1")
+    )
+    write_dist(tmp_path, "Flashinfer_Cubin-0.6.1.dist-info", metadata("Flashinfer_Cubin", "0.6.1"))
+    write_dist(tmp_path, "tensorrt_llm-1.2.0.dist-info", metadata("tensorrt_llm", "1.2.0"))
+    write_dist(tmp_path, "unrelated-1.0.dist-info", metadata("unrelated", "1.0"))
+    found = probe_packages([str(tmp_path)])
+    assert found.versions == {
+        "flashinfer-python": "0.6.1",
+        "flashinfer-cubin": "0.6.1",
+        "tensorrt-llm": "1.2.0",
+    }
+    assert found.version("Flashinfer_Python") == "0.6.1"
+    assert found.torch_cuda is None
+    assert found.errors == {}
+
+
+def test_undecodable_metadata_is_an_error_naming_the_dist_info(tmp_path: Path) -> None:
+    info = write_dist(
+        tmp_path, "vllm-0.15.1.dist-info", b"Metadata-Version: 2.1\nName: vllm\nVersion: 0.\xff\n"
+    )
+    write_dist(tmp_path, "sglang-0.5.23.dist-info", metadata("sglang", "0.5.23"))
+    found = probe_packages([str(tmp_path)])
+    assert "vllm" not in found.versions
+    assert str(info) in found.errors["vllm"]
+    assert "UnicodeDecodeError" in found.errors["vllm"]
+    assert found.versions == {"sglang": "0.5.23"}  # the other packages are still read
+
+
+def test_metadata_without_version_is_an_error(tmp_path: Path) -> None:
+    write_dist(tmp_path, "b12x-0.1.dist-info", b"Metadata-Version: 2.1\nName: b12x\n")
+    found = probe_packages([str(tmp_path)])
+    assert "has no Version" in found.errors["b12x"]
+
+
+def test_unreadable_metadata_directory_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "humming-0.2.dist-info" / "METADATA").mkdir(parents=True)
+    found = probe_packages([str(tmp_path)])
+    assert "humming" in found.errors
+    assert "humming" not in found.versions
+
+
+def fake_torch(site: Path, version_py: str, version: str = "2.9.1") -> None:
+    write_dist(site, f"torch-{version}.dist-info", metadata("torch", version))
+    package = site / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('the probe must not import torch')\n")
+    (package / "version.py").write_text(version_py)
+
+
+TORCH_CU128 = """from typing import Optional
+
+__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'rocm', 'xpu']
+__version__ = '2.9.1+cu128'
+debug = False
+cuda: Optional[str] = '12.8'
+git_version = 'd38164a545b4a4e4e0cf73ce67173f70574890b6'
+hip: Optional[str] = None
+rocm: Optional[str] = None
+xpu: Optional[str] = None
+"""
+
+
+def test_torch_build_from_a_fake_torch(tmp_path: Path) -> None:
+    fake_torch(tmp_path, TORCH_CU128)
+    found = probe_packages([str(tmp_path)])
+    assert found.versions == {"torch": "2.9.1"}
+    assert found.torch_cuda == "12.8"
+    assert found.torch_git_version == "d38164a545b4a4e4e0cf73ce67173f70574890b6"
+    assert found.torch_hip is None
+    assert found.errors == {}
+
+
+def test_torch_dist_without_package_dir_is_an_error(tmp_path: Path) -> None:
+    write_dist(tmp_path, "torch-2.9.1.dist-info", metadata("torch", "2.9.1"))
+    found = probe_packages([str(tmp_path)])
+    assert found.versions == {"torch": "2.9.1"}
+    assert "torch/version.py" in found.errors
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            TORCH_CU128,
+            {
+                "cuda": "12.8",
+                "git_version": "d38164a545b4a4e4e0cf73ce67173f70574890b6",
+                "hip": None,
+            },
+        ),
+        ("cuda = None\nhip = '6.2.41133'\n", {"cuda": None, "hip": "6.2.41133"}),
+        ('cuda = "13.0"  # set by the build\n', {"cuda": "13.0"}),
+        ("cudart = '12.8'\nxcuda = '1'\n", {}),
+    ],
+)
+def test_parse_torch_version_py(text: str, expected: dict[str, str | None]) -> None:
+    assert parse_torch_version_py(text) == expected
+
+
+def test_real_torch_dir_matches_find_spec() -> None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        pytest.skip("torch is not installed here")
+    assert torch_dir() == next(iter(spec.submodule_search_locations or []))
