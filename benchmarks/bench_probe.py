@@ -16,43 +16,14 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
-import statistics
-import subprocess
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+
+from timing import Result, measure, script, table, verdict_lines
 
 TARGET_WALL_S = 0.25
 TARGET_PEAK_MIB = 60.0
 TARGET_RATIO = {"torch collect_env": 8.0, "flashinfer collect-env": 20.0}
 PROBE = "fp4doctor probe"
-
-
-@dataclass
-class Result:
-    tool: str
-    command: list[str] | None
-    status: str = "ok"  # ok | absent | failed
-    detail: str | None = None
-    walls_s: list[float] = field(default_factory=list)
-    peaks_mib: list[float] = field(default_factory=list)
-
-    @property
-    def wall_s(self) -> float | None:
-        return statistics.median(self.walls_s) if self.walls_s else None
-
-    @property
-    def peak_mib(self) -> float | None:
-        return statistics.median(self.peaks_mib) if self.peaks_mib else None
-
-
-def script(name: str) -> str | None:
-    """A console script installed next to this interpreter, else on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), name)
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return beside
-    return shutil.which(name)
 
 
 def commands() -> list[tuple[str, list[str] | None, str | None]]:
@@ -80,33 +51,6 @@ def commands() -> list[tuple[str, list[str] | None, str | None]]:
     ]
 
 
-def run_once(command: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak MiB, exit status) of one run."""
-    start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return wall, usage.ru_maxrss / 1024.0, child.returncode  # Linux reports KiB
-
-
-def measure(tool: str, command: list[str] | None, why_absent: str | None, runs: int) -> Result:
-    result = Result(tool, command)
-    if command is None:
-        result.status, result.detail = "absent", why_absent
-        return result
-    print(f"{tool}: warm-up, then {runs} runs", file=sys.stderr)
-    for attempt in range(runs + 1):
-        wall, peak, code = run_once(command)
-        if code != 0:
-            result.status, result.detail = "failed", f"exit {code}"
-            return result
-        if attempt > 0:  # the first run warms the page cache
-            result.walls_s.append(wall)
-            result.peaks_mib.append(peak)
-    return result
-
-
 def ratios(results: list[Result]) -> dict[str, float]:
     base = next(r for r in results if r.tool == PROBE).wall_s
     return {
@@ -131,24 +75,16 @@ def verdicts(results: list[Result]) -> dict[str, bool]:
     return found
 
 
-def table(results: list[Result], runs: int) -> str:
-    lines = [
-        f"median of {runs} runs after one warm-up, {os.cpu_count()} CPUs",
-        f"{'tool':<24} {'wall':>9} {'range':>15} {'peak':>10} {'vs probe':>9}",
-    ]
-    relative = ratios(results)
-    for r in results:
-        if r.status != "ok":
-            lines.append(f"{r.tool:<24} {r.status}: {r.detail}")
-            continue
-        spread = f"{min(r.walls_s):.3f}-{max(r.walls_s):.3f}"
-        ratio = f"{relative[r.tool]:.1f}x" if r.tool in relative else "1.0x"
-        lines.append(
-            f"{r.tool:<24} {r.wall_s:>8.3f}s {spread:>15} {r.peak_mib:>6.1f} MiB {ratio:>9}"
-        )
+def render(results: list[Result], runs: int) -> str:
+    lines = table(
+        results,
+        title=f"median of {runs} runs after one warm-up, {os.cpu_count()} CPUs",
+        ratio_label="vs probe",
+        ratios=ratios(results),
+        default_ratio="1.0x",
+    )
     lines.append("")
-    for name, ok in verdicts(results).items():
-        lines.append(f"{'PASS' if ok else 'MISS'}  {name}")
+    lines.extend(verdict_lines(verdicts(results)))
     return "\n".join(lines)
 
 
@@ -167,16 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         document = {
             "runs": args.runs,
             "cpus": os.cpu_count(),
-            "results": [
-                {**asdict(r), "wall_s_median": r.wall_s, "peak_mib_median": r.peak_mib}
-                for r in results
-            ],
+            "results": [r.to_json() for r in results],
             "ratios": ratios(results),
             "targets": checks,
         }
         print(json.dumps(document, indent=2))
     else:
-        print(table(results, args.runs))
+        print(render(results, args.runs))
     return 1 if args.check and not all(checks.values()) else 0
 
 

@@ -21,6 +21,7 @@ import click
 from fp4doctor import __version__, facts
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort would exit 1
 ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -62,7 +63,21 @@ def note(message: str) -> None:
     click.echo(f"fp4doctor: {message}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP)
+class _Main(click.Group):
+    """The top-level group: Ctrl-C ends any command with one line and exit code 130, not
+    click's "Aborted!" and exit 1 (which a pipeline would read as "not ready")."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            note("interrupted")
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(
+    cls=_Main, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP
+)
 @click.version_option(__version__, prog_name="fp4doctor")
 def main() -> None:
     """Find which NVFP4 GEMM backend really works on this host, and how to switch it on.

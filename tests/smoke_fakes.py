@@ -167,3 +167,57 @@ FAKES = (
     Fake("fake-where", _where),
     FlakyFake(),
 )
+
+
+# --- out of memory, and an `emulation` to interrupt (tests/test_faults_smoke.py) --------------
+
+
+def _oom_cuda(case: Case, out: torch.Tensor) -> object:
+    import torch
+
+    # FAKE: the exception and the words of CUDA's caching allocator; this host has no GPU.
+    raise torch.cuda.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of "
+        "139.80 GiB of which 1.25 GiB is free. Process 4242 has 138.54 GiB memory in use."
+    )
+
+
+def _oom_rlimit(case: Case, out: torch.Tensor) -> object:
+    import resource
+
+    import torch
+
+    # A real allocation failure, made safe: the worker's address space is capped a little
+    # above what it uses (RLIMIT_AS), so a 1 GiB tensor cannot be mapped whatever the host
+    # has free; the cap is lifted again for the adapters after this one.
+    with open("/proc/self/status") as status:
+        vm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + (256 << 20), hard))
+    try:
+        return torch.empty(1 << 30, dtype=torch.uint8)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _oom_killed(case: Case, out: torch.Tensor) -> object:
+    import signal
+
+    # FAKE: SIGKILL, the signal the kernel's OOM killer (or a cgroup memory limit) sends; a
+    # real one would need this host's memory exhausted.
+    os.kill(os.getpid(), signal.SIGKILL)
+    return None
+
+
+OOM_FAKES = (
+    Fake("fake-oom-cuda", _oom_cuda),
+    Fake("fake-oom-rlimit", _oom_rlimit),
+    Fake("fake-oom-killed", _oom_killed),
+)
+"""Load with `FP4DOCTOR_SMOKE_EXTRA_ADAPTERS=smoke_fakes:FAKES,smoke_fakes:OOM_FAKES`."""
+
+HANGING_EMULATION = (Fake("emulation", _hang),)
+"""FAKE: an `emulation` adapter that hangs (with a child), standing in for the real one: on a
+CPU host `fp4doctor check` runs only `emulation`, and a test needs a smoke run that lasts
+long enough to interrupt. Load with `FP4DOCTOR_SMOKE_EXTRA_ADAPTERS=smoke_fakes:HANGING_EMULATION`
+(extra adapters take precedence over built-in ones of the same name)."""

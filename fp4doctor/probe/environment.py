@@ -19,7 +19,6 @@ PREFIXES: tuple[str, ...] = (
     "TRTLLM_",
     "TLLM_",
     "CUDA_",
-    "NVIDIA_",
     "NVCC_",
     "FP4DOCTOR_",
 )
@@ -30,6 +29,10 @@ NAMES: frozenset[str] = frozenset(
         "LD_PRELOAD",
         "MAX_JOBS",  # FlashInfer's and torch's JIT parallelism
         "PYTORCH_NVML_BASED_CUDA_CHECK",
+        # The container runtime's GPU hand-over; NVIDIA_REQUIRE_CUDA and friends are left out
+        # (a page of driver-brand constraints, nothing an FP4 backend depends on).
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
     }
 )
 SECRET_MARKERS: tuple[str, ...] = (

@@ -28,6 +28,7 @@ from fp4doctor.facts import (
 _NO_PERMISSION = 4
 _DRIVER_NOT_LOADED = 9
 _LIBRARY_NOT_FOUND = 12
+_GPU_IS_LOST = 15
 _LIB_RM_VERSION_MISMATCH = 18
 
 FIX_LIBRARY_NOT_FOUND = (
@@ -248,7 +249,10 @@ def _query(nvml: Any, cvd: str | None, env: Mapping[str, str]) -> GpuReport:
         memory: int | None
         try:
             memory = int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024)
-        except nvml.NVMLError:
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) == _GPU_IS_LOST:  # fell off the bus mid-probe
+                notes[f"gpu.nvml{nvml_index}"] = f"NVML could not describe this GPU: {exc}"
+                continue
             memory = None  # unified-memory parts (GB10, Thor) report no dedicated memory
         gpus.append(
             Gpu(

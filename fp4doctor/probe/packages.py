@@ -38,7 +38,7 @@ PACKAGES: tuple[str, ...] = (
 )
 
 _ASSIGNMENT = re.compile(
-    r"^(?P<name>cuda|git_version|hip)\s*(?::[^=]*)?=\s*(?P<value>.+?)\s*(?:#.*)?$", re.M
+    r"^(?P<name>__version__|cuda|git_version|hip)\s*(?::[^=]*)?=\s*(?P<value>.+?)\s*(?:#.*)?$", re.M
 )
 
 
@@ -87,6 +87,10 @@ def probe_packages(path: Sequence[str] | None = None) -> PackageFacts:
                 fields.get("git_version"),
                 fields.get("hip"),
             )
+            # torch.__version__ as torch reports it ("2.11.0+cu130"); some wheels' metadata
+            # drop the local part ("2.11.0").
+            if fields.get("__version__"):
+                versions["torch"] = str(fields["__version__"])
         except Exception as exc:
             errors["torch/version.py"] = f"{type(exc).__name__}: {exc}"
     return PackageFacts(

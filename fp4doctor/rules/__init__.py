@@ -23,6 +23,10 @@ __all__ = ["EngineVersion", "Evaluation", "Verdict", "evaluate"]
 SOURCE_INSTALLED = "installed"
 SOURCE_OVERRIDE = "--engine-version"
 SOURCE_ASSUMED = "newest the profile knows"
+FIX_GPU_UNREADABLE = (
+    "run `nvidia-smi` and check `dmesg` for an Xid error (79: fallen off the bus); a lost GPU "
+    "needs a reset (nvidia-smi -r -i N) or a reboot, or leave it out with CUDA_VISIBLE_DEVICES"
+)
 
 
 @dataclass(frozen=True)
@@ -222,7 +226,23 @@ def host_findings(host: F.HostFacts) -> list[Finding]:
             )
         )
     for name, reason in sorted(host.probe_errors.items()):
-        out.append(Finding(f"host.probe.{name}", Status.WARN, f"the {name} probe failed: {reason}"))
+        # `gpu.nvmlN`: NVML lists a GPU it cannot open or describe (lost, fallen off the bus).
+        fix = FIX_GPU_UNREADABLE if name.startswith("gpu.nvml") else None
+        reason = f"the {name} probe failed: {reason}"
+        out.append(Finding(f"host.probe.{name}", Status.WARN, reason, fix=fix))
+    for name, reason in sorted(host.packages.errors.items()):
+        # Unreadable metadata (or torch/version.py): the rules judge without what it says.
+        package = name.split("/")[0]
+        what = name if "/" in name else f"the installed {name}'s metadata"
+        out.append(
+            Finding(
+                f"host.package.{package}",
+                Status.WARN,
+                f"cannot read {what}, so the rules judge without it: {reason}",
+                fix=f"reinstall {package} at the version you use "
+                f"(pip install --force-reinstall --no-deps '{package}==VERSION')",
+            )
+        )
     if host.synthetic:
         out.append(Finding("host.synthetic", Status.WARN, f"synthetic facts: {host.synthetic}"))
     return out

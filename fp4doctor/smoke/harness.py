@@ -2,8 +2,8 @@
 
 Everything that can go wrong inside Python becomes a value here: `Unavailable` is `skip`,
 `Refused` and any other library exception are `fail` with the library's words, a wrong
-answer is `fail` with the numbers. Crashes and hangs cannot be caught in-process; the
-parent turns those into `error`.
+answer is `fail` with the numbers, an out-of-memory is `error` (no verdict). Crashes and
+hangs cannot be caught in-process; the parent turns those into `error`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from fp4doctor.smoke.errors import summarize
 
 WARMUP_CALLS = 3
 TIMED_CALLS = 20
+# How allocators word a failed allocation (CUDA's caching allocator, torch's CPU allocator).
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
 @dataclass
@@ -96,6 +98,14 @@ def _library_failure(exc: Exception) -> tuple[str, str | None]:
     return summarize(exc)
 
 
+def _out_of_memory(exc: Exception) -> bool:
+    """A failed allocation says nothing about the kernel: no verdict (`error`), not `fail`."""
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    text = str(exc).lower()
+    return any(marker in text for marker in _OOM_MARKERS)
+
+
 def _shape_text(shape: Sequence[int]) -> str:
     m, n, k = shape
     return f"m={m} n={n} k={k}"
@@ -133,10 +143,13 @@ def run_adapter(
             return Outcome("skip", exc.reason, shapes=ran, library_error=exc.library_error)
         except Exception as exc:
             reason, text = _library_failure(exc)
+            status = "fail"
+            if _out_of_memory(exc):
+                status, reason = "error", f"out of memory, no verdict on the kernel: {reason}"
             lost = _context_lost(device)
             if lost:
                 reason += " (the CUDA context is lost; the worker is replaced)"
-            return Outcome("fail", reason, shapes=ran, library_error=text, context_lost=lost)
+            return Outcome(status, reason, shapes=ran, library_error=text, context_lost=lost)
         verdict = check_output(out, case.ref)
         verdicts.append((shape, verdict))
         if not verdict.passed:

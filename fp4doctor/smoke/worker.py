@@ -104,14 +104,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         import torch
-    except ImportError as exc:
-        proto.send("hello", pid=os.getpid(), torch=None)
-        _fail_all(proto, names, "skip", f"torch is not installed for {sys.executable}", str(exc))
-        proto.send("done")
-        return 0
     except Exception as exc:
         proto.send("hello", pid=os.getpid(), torch=None)
-        _fail_all(proto, names, "error", f"import torch failed: {exc}", traceback.format_exc())
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
+            reason = f"torch is not installed for {sys.executable}"
+            _fail_all(proto, names, "skip", reason, str(exc))
+        else:  # installed but broken (a missing shared library, a failing initialiser)
+            _fail_all(proto, names, "error", f"import torch failed: {exc}", traceback.format_exc())
         proto.send("done")
         return 0
 

@@ -1,0 +1,251 @@
+"""The measurement core shared by the benchmarks in this folder.
+
+Each command runs as a subprocess: warm-up runs (not counted), then N timed runs. Wall time is
+measured around the subprocess; peak memory is the largest resident set among the child and the
+descendants it waited for, as `wait4` reports it (`ru_maxrss`: a maximum, not a sum). Medians
+are taken over the timed runs. A command whose tool is not installed is reported as absent; one
+that exits with a status outside its accepted set, or dies from a signal, is reported as failed,
+with the last line it wrote to stderr.
+
+Import it as `timing` (the benchmarks are run as scripts, so this folder is on `sys.path`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+#: Inspects the stdout of the warm-up run; returns facts to keep with the result, or raises
+#: ValueError when the output shows the command did not do what it was asked.
+Inspector = Callable[[bytes], Mapping[str, Any]]
+
+
+@dataclass
+class Result:
+    tool: str
+    command: list[str] | None
+    status: str = "ok"  # ok | absent | failed
+    detail: str | None = None
+    walls_s: list[float] = field(default_factory=list)
+    peaks_mib: list[float] = field(default_factory=list)
+    exit_codes: list[int] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # variables set on top of ours
+    info: dict[str, Any] = field(default_factory=dict)  # what the inspector found
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.walls_s)
+
+    @property
+    def wall_s(self) -> float | None:
+        return statistics.median(self.walls_s) if self.walls_s else None
+
+    @property
+    def peak_mib(self) -> float | None:
+        return statistics.median(self.peaks_mib) if self.peaks_mib else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "wall_s_median": self.wall_s, "peak_mib_median": self.peak_mib}
+
+
+@dataclass
+class Run:
+    wall_s: float
+    peak_mib: float
+    exit_code: int  # negative: killed by that signal
+    stdout: bytes | None = None  # only when captured
+    stderr_tail: str = ""
+    timed_out: bool = False
+
+
+def script(name: str) -> str | None:
+    """A console script installed next to this interpreter, else on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    return shutil.which(name)
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def run_once(
+    command: list[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    capture: bool = False,
+    timeout_s: float | None = None,
+) -> Run:
+    """Run `command` once (with `env` set on top of this environment) and time it.
+
+    stdout goes to /dev/null unless `capture`; stderr goes to a scratch file whose last line is
+    kept. The child leads its own process group, so a timeout kills its workers too.
+    """
+    full_env = {**os.environ, **env} if env else None
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            command,
+            stdout=out if capture else subprocess.DEVNULL,
+            stderr=err,
+            env=full_env,
+            start_new_session=True,
+        )
+        fired = threading.Event()
+        timer = None
+        if timeout_s is not None:
+
+            def kill() -> None:
+                fired.set()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+
+            timer = threading.Timer(timeout_s, kill)
+            timer.daemon = True
+            timer.start()
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        if timer is not None:
+            timer.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        err.seek(0)
+        lines = err.read().decode(errors="replace").strip().splitlines()
+        stdout = None
+        if capture:
+            out.seek(0)
+            stdout = out.read()
+    return Run(
+        wall_s=wall,
+        peak_mib=usage.ru_maxrss / 1024.0,  # Linux reports KiB
+        exit_code=child.returncode,
+        stdout=stdout,
+        stderr_tail=lines[-1].strip() if lines else "",
+        timed_out=fired.is_set(),
+    )
+
+
+def measure(
+    tool: str,
+    command: list[str] | None,
+    why_absent: str | None,
+    runs: int,
+    *,
+    ok_codes: Collection[int] = (0,),
+    env: Mapping[str, str] | None = None,
+    warmups: int = 1,
+    timeout_s: float | None = None,
+    inspect: Inspector | None = None,
+    log: TextIO | None = sys.stderr,
+) -> Result:
+    """Warm up, then time `runs` runs of `command`; stop at the first failed run."""
+    result = Result(tool, command, env=dict(env or {}))
+    if command is None:
+        result.status, result.detail = "absent", why_absent
+        return result
+    if log is not None:
+        where = " ".join(f"{k}={v}" for k, v in result.env.items())
+        print(
+            f"{tool}: {warmups} warm-up, then {runs} runs{' with ' + where if where else ''}",
+            file=log,
+        )
+    for attempt in range(warmups + runs):
+        warm = attempt < warmups
+        run = run_once(command, env, capture=warm and inspect is not None, timeout_s=timeout_s)
+        if run.exit_code not in ok_codes:
+            why = (
+                f"timed out after {timeout_s:g} s"
+                if run.timed_out
+                else describe_exit(run.exit_code)
+            )
+            if run.stderr_tail and not run.timed_out:
+                why += f": {run.stderr_tail[:200]}"
+            result.status, result.detail = "failed", why
+            result.exit_codes.append(run.exit_code)
+            return result
+        if warm:  # the first run warms the page cache
+            if inspect is not None and run.stdout is not None:
+                try:
+                    result.info = dict(inspect(run.stdout))
+                except ValueError as error:
+                    result.status, result.detail = "failed", f"unexpected output: {error}"
+                    return result
+            continue
+        result.walls_s.append(run.wall_s)
+        result.peaks_mib.append(run.peak_mib)
+        result.exit_codes.append(run.exit_code)
+    return result
+
+
+def ratio(subject: Result, baseline: Result) -> float | None:
+    """subject's median wall time over baseline's, when both were measured."""
+    if subject.wall_s is None or not baseline.wall_s:
+        return None
+    return subject.wall_s / baseline.wall_s
+
+
+def table(
+    results: list[Result],
+    *,
+    title: str,
+    ratio_label: str | None,
+    ratios: Mapping[str, float],
+    default_ratio: str = "",
+    show_env: bool = False,
+    show_codes: bool = False,
+) -> list[str]:
+    """One line per result: median wall, its range, median peak, and a ratio column (none when
+    `ratio_label` is None), the variables set and the exit codes seen when asked."""
+    width = max([24, *(len(r.tool) + 1 for r in results)])
+    env_width = max([4, *(len(_env(r)) for r in results)]) if show_env else 0
+    head = f"{'tool':<{width}}"
+    if show_env:
+        head += f" {'env':<{env_width}}"
+    head += f" {'wall':>9} {'range':>15} {'peak':>10}"
+    if ratio_label is not None:
+        head += f" {ratio_label:>9}"
+    if show_codes:
+        head += "  exit"
+    lines = [title, head]
+    for r in results:
+        start = f"{r.tool:<{width}}"
+        if show_env:
+            start += f" {_env(r):<{env_width}}"
+        if r.status != "ok":
+            lines.append(f"{start} {r.status}: {r.detail}")
+            continue
+        spread = f"{min(r.walls_s):.3f}-{max(r.walls_s):.3f}"
+        line = f"{start} {r.wall_s:>8.3f}s {spread:>15} {r.peak_mib:>6.1f} MiB"
+        if ratio_label is not None:
+            shown = f"{ratios[r.tool]:.1f}x" if r.tool in ratios else default_ratio
+            line += f" {shown:>9}"
+        if show_codes:
+            line += "  " + ",".join(str(c) for c in sorted(set(r.exit_codes)))
+        lines.append(line)
+    return lines
+
+
+def verdict_lines(verdicts: Mapping[str, bool | None]) -> list[str]:
+    """PASS / MISS / SKIP (not measured here) per target."""
+    marks = {True: "PASS", False: "MISS", None: "SKIP"}
+    return [f"{marks[ok]}  {name}" for name, ok in verdicts.items()]
+
+
+def _env(result: Result) -> str:
+    return " ".join(f"{k}={v}" for k, v in result.env.items()) or "-"
