@@ -360,7 +360,7 @@ def render(
             shown = "n/a (" + ", ".join(missing) + ")"
         else:
             shown = f"{value:6.2f}x"
-            if value < 1:
+            if value < 0.5:
                 shown += f"  ({1 / value:.1f}x faster)"
         goal = f"target <= {c.target_max}x" if c.target_max is not None else "info"
         lines.append(f"  {c.name:<{width}}  {shown:<24} {goal}")

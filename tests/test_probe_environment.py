@@ -53,7 +53,7 @@ def test_secret_looking_names_are_redacted() -> None:
         "VLLM_API_KEY": "sk-123",
         "SGLANG_AUTH_TOKEN": "t",
         "FLASHINFER_DOWNLOAD_SECRET": "s",
-        "NVIDIA_API_KEY": "nvapi-1",
+        "NVIDIA_API_KEY": "nvapi-1",  # not an FP4 variable: never recorded at all
         "CUDA_PASSWORD": "p",
         "TRTLLM_CREDENTIALS": "c",
         "VLLM_S3_AUTH": "a",
@@ -61,8 +61,10 @@ def test_secret_looking_names_are_redacted() -> None:
     }
     found = probe_environment(env)
     assert found["VLLM_USE_V1"] == "1"
+    assert "NVIDIA_API_KEY" not in found
     assert {name for name, value in found.items() if value == REDACTED} == set(env) - {
-        "VLLM_USE_V1"
+        "VLLM_USE_V1",
+        "NVIDIA_API_KEY",
     }
     for secret in ("sk-123", "nvapi-1", "t", "s", "p", "c", "a"):
         assert secret not in found.values()

@@ -142,7 +142,8 @@ xpu: Optional[str] = None
 def test_torch_build_from_a_fake_torch(tmp_path: Path) -> None:
     fake_torch(tmp_path, TORCH_CU128)
     found = probe_packages([str(tmp_path)])
-    assert found.versions == {"torch": "2.9.1"}
+    # torch.__version__ from version.py wins over the metadata's version without the local part.
+    assert found.versions == {"torch": "2.9.1+cu128"}
     assert found.torch_cuda == "12.8"
     assert found.torch_git_version == "d38164a545b4a4e4e0cf73ce67173f70574890b6"
     assert found.torch_hip is None
@@ -162,6 +163,7 @@ def test_torch_dist_without_package_dir_is_an_error(tmp_path: Path) -> None:
         (
             TORCH_CU128,
             {
+                "__version__": "2.9.1+cu128",
                 "cuda": "12.8",
                 "git_version": "d38164a545b4a4e4e0cf73ce67173f70574890b6",
                 "hip": None,
