@@ -130,11 +130,11 @@ def human(
     for note in resolution.notes:
         out.append(f"    {note}")
     counts = summary_counts(evaluation.all_findings() + list(resolution.findings))
-    verdict_text = "READY" if ready else "NOT READY"
+    verdict_text = f"READY: use {resolution.chosen}" if ready else "NOT READY"
     out.append("")
     out.append(
         style.bold(
-            f"{verdict_text}: {counts['pass']} passed, {counts['warn']} warnings, "
+            f"{verdict_text}. Checks: {counts['pass']} passed, {counts['warn']} warnings, "
             f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
         )
     )

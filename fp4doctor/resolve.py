@@ -12,7 +12,7 @@ from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import KNOB_ARGUMENT, KNOB_CLI, KNOB_CONFIG, KNOB_ENV, Knob
 from fp4doctor.rules import Evaluation
 from fp4doctor.rules.backends import conditions_hold
-from fp4doctor.rules.environment import knob_how, selecting_knob
+from fp4doctor.rules.environment import selecting_knob
 
 REQUIRE_ANY = "any"
 REQUIRE_NATIVE = "native"
@@ -183,8 +183,6 @@ def _knobs(
         {KNOB_ENV: set_env, KNOB_CLI: cli, KNOB_CONFIG: config, KNOB_ARGUMENT: arguments}[
             knob.kind
         ].append((knob.name, value))
-        if knob.kind != KNOB_ENV:
-            notes.append(f"{label} takes this choice as {knob_how(knob, chosen)}")
     return Resolution(
         chosen=chosen,
         knob=knob,

@@ -80,8 +80,11 @@ def test_live_results_agree_with_the_rules_on_h200() -> None:
     assert graph["status"] == "fail"
     assert "FORT_NATIVE_10X engine is only supported since Blackwell" in graph["reason"]
     # FlashInfer refuses every native backend at capability 90.
-    for backend, name in [("flashinfer-cudnn", "cudnn"), ("flashinfer-cutlass", "cutlass"),
-                          ("flashinfer-trtllm", "trtllm")]:
+    for backend, name in [
+        ("flashinfer-cudnn", "cudnn"),
+        ("flashinfer-cutlass", "cutlass"),
+        ("flashinfer-trtllm", "trtllm"),
+    ]:
         live = findings[f"smoke.{backend}.gpu0"]
         assert f"does not support backend '{name}' with capability 90" in live["reason"]
     # The path that always runs ran on the GPU and matched the reference.

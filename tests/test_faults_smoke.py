@@ -1,0 +1,231 @@
+"""Smoke faults that tests/test_smoke_faults.py does not cover: out-of-memory in a worker, and
+Ctrl-C delivered to the whole `fp4doctor check` command while its live GEMM runs.
+
+The out-of-memory cases are labelled fakes (tests/smoke_fakes.py, `OOM_FAKES`): CUDA's
+exception with its words (no GPU here), a real allocation failure made safe by capping the
+worker's address space, and the SIGKILL that the kernel's OOM killer sends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from smoke_fakes import OOM_FAKES, fake_env
+
+from fp4doctor.smoke import SmokeResult, run_smoke
+from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
+
+WORKER_MODULE = "fp4doctor.smoke.worker"
+TOKEN_ENV = "FP4DOCTOR_TEST_TOKEN"
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie or a missing process counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _still_alive(pids: Iterable[int], within_s: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    pids = list(pids)
+    while (left := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def _recorded(pid_dir: Path, prefix: str = "") -> list[int]:
+    """Every pid the fakes wrote to `pid_dir` (files `name.pid`)."""
+    return [
+        int(x)
+        for p in sorted(pid_dir.iterdir())
+        if p.name.startswith(prefix)
+        for x in p.read_text().split()
+    ]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    seen = 0
+    while pid > 1 and seen < 64:
+        if pid == ancestor:
+            return True
+        parent = _ppid(pid)
+        if parent is None:
+            return False
+        pid, seen = parent, seen + 1
+    return False
+
+
+def _workers(token: str) -> dict[int, str]:
+    """Live processes that run the smoke worker and either descend from this test (the
+    `ppid` chain) or carry this test's token in their environment (an orphan whose parent
+    died is re-parented, so its chain no longer leads here)."""
+    found: dict[int, str] = {}
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if WORKER_MODULE not in cmdline or not _alive(pid):
+            continue
+        if _descends_from(pid, me) or f"{TOKEN_ENV}={token}".encode() in environ.split(b"\0"):
+            found[pid] = cmdline
+    return found
+
+
+# --- out of memory ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def oom(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[SmokeResult], Path]:
+    pid_dir = tmp_path_factory.mktemp("pids")
+    env = fake_env(pid_dir)
+    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:FAKES,smoke_fakes:OOM_FAKES"
+    names = [fake.name for fake in OOM_FAKES] + ["emulation"]
+    return run_smoke(names, [], timeout_s=60, env=env), pid_dir
+
+
+def _result(results: list[SmokeResult], adapter: str) -> SmokeResult:
+    (r,) = [r for r in results if r.adapter == adapter]
+    return r
+
+
+def test_cuda_out_of_memory_is_an_error_in_the_allocators_words(
+    oom: tuple[list[SmokeResult], Path],
+) -> None:
+    """fake: CUDA's OutOfMemoryError and message, raised on a host without a GPU."""
+    r = _result(oom[0], "fake-oom-cuda")
+    assert r.status == "error"  # no verdict on the kernel, not a `fail` of it
+    assert r.reason.startswith("out of memory, no verdict on the kernel: ")
+    assert "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB" in r.reason
+    assert r.shapes == [[128, 256, 512]]
+
+
+def test_a_real_allocation_failure_is_an_error_naming_the_size(
+    oom: tuple[list[SmokeResult], Path],
+) -> None:
+    """Real: the worker's address space is capped (RLIMIT_AS) and a 1 GiB tensor is asked for."""
+    r = _result(oom[0], "fake-oom-rlimit")
+    assert r.status == "error"
+    assert r.reason.startswith("out of memory, no verdict on the kernel: ")
+    assert "can't allocate memory: you tried to allocate 1073741824 bytes" in r.reason
+
+
+def test_a_worker_killed_like_the_oom_killer_does_is_an_error_naming_sigkill(
+    oom: tuple[list[SmokeResult], Path],
+) -> None:
+    """fake: the worker sends itself SIGKILL, the OOM killer's signal (no memory exhausted)."""
+    r = _result(oom[0], "fake-oom-killed")
+    assert (r.status, r.reason) == ("error", "crashed: worker killed by SIGKILL (signal 9)")
+
+
+def test_after_the_out_of_memory_cases_the_rest_still_runs_and_nothing_is_left(
+    oom: tuple[list[SmokeResult], Path],
+) -> None:
+    results, pid_dir = oom
+    assert [r.adapter for r in results] == [
+        "fake-oom-cuda",
+        "fake-oom-rlimit",
+        "fake-oom-killed",
+        "emulation",
+    ]
+    assert _result(results, "emulation").status == "pass"
+    # The two raised OOMs share the first worker; the SIGKILL cost it, and a fresh worker
+    # ran emulation (which the fakes do not record).
+    pids = set(_recorded(pid_dir))
+    assert len(pids) == 1
+    assert _still_alive(pids) == []
+
+
+# --- Ctrl-C on the whole command --------------------------------------------------------------
+
+
+def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
+    tmp_path: Path,
+) -> None:
+    """fake: on a CPU host `check` runs only `emulation`, here a labelled hanging stand-in
+    (smoke_fakes.HANGING_EMULATION), so there is a live run to interrupt."""
+    token = uuid.uuid4().hex
+    env = fake_env(tmp_path)
+    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:HANGING_EMULATION"
+    env[TOKEN_ENV] = token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fp4doctor", "check", "--target", "vllm", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives a command
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _recorded(tmp_path, "fake-hang-child.") and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        (worker,) = _recorded(tmp_path, "emulation.")  # the worker is inside the adapter
+        running = _workers(token)
+        assert list(running) == [worker]  # the scan below sees a worker while there is one
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert out == ""  # no half report on stdout
+    assert "Traceback" not in err and "Aborted!" not in err
+    assert err.splitlines()[-1] == "fp4doctor: interrupted"
+    assert _still_alive(_recorded(tmp_path)) == []  # the worker and the hang's own child
+    assert _workers(token) == {}
+
+
+def test_ctrl_c_exit_code_is_documented_apart_from_not_ready() -> None:
+    from fp4doctor import cli
+
+    assert cli.EXIT_INTERRUPTED == 128 + signal.SIGINT
+    assert cli.EXIT_INTERRUPTED not in (
+        cli.EXIT_READY,
+        cli.EXIT_NOT_READY,
+        cli.EXIT_USAGE,
+        cli.EXIT_NO_VERDICT,
+    )
+
+
+def test_ctrl_c_reaches_every_command_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: a KeyboardInterrupt from anywhere under a command is exit 130, one line."""
+    from click.testing import CliRunner
+
+    from fp4doctor import cli
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "load_facts", interrupted)
+    for args in (["check", "--no-smoke"], ["env"], ["config", "-o", "-"]):
+        result = CliRunner().invoke(cli.main, args)
+        assert result.exit_code == 130, (args, result.output)
+        assert (result.stdout, result.stderr) == ("", "fp4doctor: interrupted\n"), args
+
