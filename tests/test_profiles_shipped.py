@@ -417,7 +417,11 @@ def installed_flashinfer() -> dict[str, Any]:
 def _base_env() -> dict[str, str]:
     import os
 
-    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PATH", "HOME", "LD_LIBRARY_PATH", "PYTHONPATH")
+    }
 
 
 @pytest.mark.real_packages
