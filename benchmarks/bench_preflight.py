@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from timing import Result, measure, ratio, script, table, verdict_lines
+from timing import Result, flashinfer_command, measure, ratio, table, verdict_lines
 
 TARGET_ENV_S = 0.25
 TARGET_SMOKE_VS_FLOOR = 1.5
@@ -216,7 +216,7 @@ def fp4doctor_works(base: list[str]) -> str | None:
 def jobs(fp4doctor: list[str], gpus: list[str]) -> list[Job]:
     torch = version("torch") is not None
     no_torch = "torch is not installed"
-    flashinfer = script("flashinfer")
+    flashinfer = flashinfer_command()
     target = ["--target", "vllm"]
     found = [
         Job(STATIC, [*fp4doctor, "check", "--no-smoke", "--json", *target], fp4doctor=True),
@@ -227,8 +227,8 @@ def jobs(fp4doctor: list[str], gpus: list[str]) -> list[Job]:
         ),
         Job(
             FLASHINFER_ENV,
-            [flashinfer, "collect-env", "--json"] if flashinfer else None,
-            "the flashinfer command is not installed",
+            [*flashinfer, "collect-env", "--json"] if flashinfer else None,
+            "flashinfer is not installed",
         ),
         Job(ENV, [*fp4doctor, "env", "--shell", "bash", *target], fp4doctor=True),
     ]
@@ -304,27 +304,63 @@ def comparisons(gpus: list[str]) -> list[Comparison]:
 
 def verdicts(
     results: Mapping[str, Result], compared: list[Comparison], gpus: list[str], broken: list[str]
-) -> dict[str, bool | None]:
-    found: dict[str, bool | None] = {}
-    env = results.get(ENV)
+) -> list[dict[str, Any]]:
+    """Each target: its name, the measured value, the limit, and whether it was met (None: not
+    measured here, a tool being absent)."""
+    found: list[dict[str, Any]] = []
     if not gpus:  # the 0.25 s target is set for a host without a GPU
+        env = results.get(ENV)
         wall = env.wall_s if env else None
-        shown = f"{wall:.3f} s" if wall is not None else "not measured"
-        found[f"{ENV}: {shown} <= {TARGET_ENV_S} s"] = wall is not None and wall <= TARGET_ENV_S
+        found.append(
+            {
+                "name": f"{ENV} median wall",
+                "value": wall,
+                "limit": TARGET_ENV_S,
+                "unit": "s",
+                "met": wall is not None and wall <= TARGET_ENV_S,
+            }
+        )
     for c in compared:
-        if c.target_max is None:
-            continue
-        value = c.value(results)
-        shown = f"{value:.2f}x" if value is not None else "not measured"
-        found[f"{c.name}: {shown} <= {c.target_max}x"] = c.verdict(results)
-    found["every fp4doctor command ran (exit 0 or 1)"] = not broken
+        if c.target_max is not None:
+            found.append(
+                {
+                    "name": c.name,
+                    "value": c.value(results),
+                    "limit": c.target_max,
+                    "unit": "x",
+                    "met": c.verdict(results),
+                }
+            )
+    found.append(
+        {
+            "name": "every fp4doctor command ran (exit 0 or 1)",
+            "value": broken,
+            "limit": [],
+            "unit": None,
+            "met": not broken,
+        }
+    )
     return found
+
+
+def verdict_table(targets: list[dict[str, Any]]) -> dict[str, bool | None]:
+    shown: dict[str, bool | None] = {}
+    for t in targets:
+        if t["unit"] is None:
+            name = t["name"] + (f": {', '.join(t['value'])} failed" if t["value"] else "")
+        elif t["value"] is None:
+            name = f"{t['name']}: not measured (target <= {t['limit']}{t['unit']})"
+        else:
+            value = f"{t['value']:.3f} s" if t["unit"] == "s" else f"{t['value']:.2f}x"
+            name = f"{t['name']}: {value} <= {t['limit']}{' s' if t['unit'] == 's' else 'x'}"
+        shown[name] = t["met"]
+    return shown
 
 
 def render(
     results: list[Result],
     compared: list[Comparison],
-    checks: Mapping[str, bool | None],
+    checks: list[dict[str, Any]],
     host: Mapping[str, Any],
     runs: int,
     loads: tuple[list[float] | None, list[float] | None],
@@ -375,7 +411,7 @@ def render(
                 f"live GEMMs: {said}"
                 + (f" ({r.info['smoke_note']})" if r.info.get("smoke_note") else "")
             )
-    lines += ["", *verdict_lines(checks)]
+    lines += ["", *verdict_lines(verdict_table(checks))]
     return "\n".join(lines)
 
 
@@ -461,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             out.write("\n")
         os.replace(tmp, args.json)
         print(f"wrote {args.json}", file=sys.stderr)
-    missed = any(ok is False for ok in checks.values())
+    missed = any(t["met"] is False for t in checks)
     return 1 if args.check and missed else 0
 
 

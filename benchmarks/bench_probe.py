@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from timing import Result, measure, script, table, verdict_lines
+from timing import Result, flashinfer_command, measure, script, table, verdict_lines
 
 TARGET_WALL_S = 0.25
 TARGET_PEAK_MIB = 60.0
@@ -39,14 +39,14 @@ def commands() -> list[tuple[str, list[str] | None, str | None]]:
         if importlib.util.find_spec("torch") is not None
         else None
     )
-    flashinfer = script("flashinfer")
+    flashinfer = flashinfer_command()
     return [
         (PROBE, probe, None),
         ("torch collect_env", torch, "torch is not installed"),
         (
             "flashinfer collect-env",
-            [flashinfer, "collect-env", "--json"] if flashinfer else None,
-            "the flashinfer command is not installed",
+            [*flashinfer, "collect-env", "--json"] if flashinfer else None,
+            "flashinfer is not installed",
         ),
     ]
 

@@ -77,6 +77,19 @@ def script(name: str) -> str | None:
     return shutil.which(name)
 
 
+def flashinfer_command() -> list[str] | None:
+    """FlashInfer's CLI: its console script, else `python -m flashinfer` where the package is
+    importable (as on a host where it was installed with --target, without scripts)."""
+    found = script("flashinfer")
+    if found:
+        return [found]
+    import importlib.util
+
+    if importlib.util.find_spec("flashinfer") is not None:
+        return [sys.executable, "-m", "flashinfer"]
+    return None
+
+
 def describe_exit(code: int) -> str:
     if code < 0:
         try:

@@ -9,16 +9,23 @@ Exit codes (a contract, see README):
 
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from fp4doctor import __version__, facts
+
+if TYPE_CHECKING:  # the pipeline is imported inside the commands: start-up stays fast
+    from fp4doctor.emit import Exports
+    from fp4doctor.resolve import Resolution
+    from fp4doctor.rules import Evaluation
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort would exit 1
@@ -29,8 +36,6 @@ Exit codes:
   1  not ready: the checks ran and the required path is not valid
   2  usage or profile error
   3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)"""
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UserError(click.ClickException):
@@ -92,40 +97,70 @@ def main() -> None:
 # --- shared options --------------------------------------------------------------------------
 
 
-def judged_options(f: F) -> F:
-    options = [
-        click.option(
-            "--target",
-            "-t",
-            help="Engine: vllm, sglang, trtllm or flashinfer "
-            "(default: the engine installed; vllm when none is).",
-        ),
-        click.option(
-            "--profile",
-            "profiles",
-            multiple=True,
-            type=click.Path(dir_okay=False),
-            help="A profile YAML that adds or overrides a target (repeatable).",
-        ),
-        click.option(
-            "--facts",
-            "facts_file",
-            type=click.Path(dir_okay=False),
-            help="Judge this facts snapshot (from `fp4doctor probe --json`) instead of this host.",
-        ),
-        click.option(
-            "--engine-version", help="Judge for this engine version instead of the installed one."
-        ),
-        click.option(
-            "--ignore",
-            multiple=True,
-            metavar="IDS",
-            help="Downgrade these finding ids (or id prefixes, comma-separated) to warnings.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+@dataclass(frozen=True)
+class Question:
+    """What `check`, `env` and `config` are asked: which engine, which host, which backend."""
+
+    target: str | None
+    profiles: tuple[str, ...]
+    facts_file: str | None
+    engine_version: str | None
+    ignore: tuple[str, ...]
+    prefer: str | None
+    require: str | None
+
+
+QUESTION_OPTIONS = (
+    click.option(
+        "--target",
+        "-t",
+        help="Engine: vllm, sglang, trtllm or flashinfer "
+        "(default: the engine installed; vllm when none is).",
+    ),
+    click.option(
+        "--profile",
+        "profiles",
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        help="A profile YAML that adds or overrides a target (repeatable).",
+    ),
+    click.option(
+        "--facts",
+        "facts_file",
+        type=click.Path(dir_okay=False),
+        help="Judge this facts snapshot (from `fp4doctor probe --json`) instead of this host.",
+    ),
+    click.option(
+        "--engine-version", help="Judge for this engine version instead of the installed one."
+    ),
+    click.option(
+        "--ignore",
+        multiple=True,
+        metavar="IDS",
+        help="Downgrade these finding ids (or id prefixes, comma-separated) to warnings.",
+    ),
+    click.option(
+        "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
+    ),
+    click.option(
+        "--require",
+        help="NAME, 'native' or 'any': exit 1 (and print or write nothing) unless it resolves.",
+    ),
+)
+
+
+def question_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the shared options, and hand them to the command as one `question`."""
+
+    @functools.wraps(command)
+    def wrapper(**options: Any) -> None:
+        fields = Question.__dataclass_fields__
+        asked = Question(**{k: options.pop(k) for k in list(options) if k in fields})
+        command(asked, **options)
+
+    for option in reversed(QUESTION_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
 
 
 def load_facts(facts_file: str | None) -> facts.HostFacts:
@@ -149,37 +184,43 @@ def split_ids(values: tuple[str, ...]) -> list[str]:
     return [part.strip() for v in values for part in v.split(",") if part.strip()]
 
 
-def judge(
-    target: str | None,
-    profiles: tuple[str, ...],
-    facts_file: str | None,
-    engine_version: str | None,
-    ignore: tuple[str, ...],
-) -> Any:
+def judge(q: Question) -> Evaluation:
+    """Probe (or load the facts) and evaluate the target's profile: the static verdict."""
+    from packaging.version import InvalidVersion, Version
+
     from fp4doctor import profile
     from fp4doctor.rules import evaluate
 
-    if engine_version is not None:
-        from packaging.version import InvalidVersion, Version
-
+    if q.engine_version is not None:
         try:
-            Version(engine_version)
+            Version(q.engine_version)
         except InvalidVersion:
             raise UserError(
-                f"--engine-version {engine_version!r} is not a version (e.g. 0.15.1)"
+                f"--engine-version {q.engine_version!r} is not a version (e.g. 0.15.1)"
             ) from None
-    host = load_facts(facts_file)
-    name = pick_target(host, target)
-    prof = profile.load(name, [Path(p) for p in profiles])
-    # With --facts, the environment judged is the snapshot's; otherwise this process's.
-    env = host.env if facts_file else None
-    evaluation = evaluate(
-        prof, host, env=env, override_version=engine_version, ignore=split_ids(ignore)
-    )
-    return evaluation
+    host = load_facts(q.facts_file)
+    prof = profile.load(pick_target(host, q.target), [Path(p) for p in q.profiles])
+    return evaluate(prof, host, override_version=q.engine_version, ignore=split_ids(q.ignore))
 
 
-def readiness(evaluation: Any, resolution: Any) -> tuple[bool, int]:
+def decide(q: Question, evaluation: Evaluation, nothing: str) -> Resolution:
+    """Resolve for `env` and `config`: explain on stderr; exit 1 when nothing resolves."""
+    from fp4doctor.resolve import resolve
+
+    with user_errors():
+        resolution = resolve(evaluation, prefer=q.prefer, require=q.require)
+    for n in resolution.notes:
+        note(n)
+    if resolution.chosen is None or not resolution.ready:
+        for f in resolution.findings:
+            if f.status.blocking:
+                note(f.reason)
+        note(f"{nothing}; run `fp4doctor check` for the full report")
+        sys.exit(EXIT_NOT_READY)
+    return resolution
+
+
+def readiness(evaluation: Evaluation, resolution: Resolution) -> tuple[bool, int]:
     from fp4doctor.rules import no_verdict
 
     if no_verdict(evaluation):
@@ -216,13 +257,7 @@ def probe(as_json: bool, redact: bool | None) -> None:
 
 
 @main.command(epilog=EXIT_CODES_HELP)
-@judged_options
-@click.option(
-    "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
-)
-@click.option(
-    "--require", help="NAME, 'native' or 'any': fail (exit 1) unless it is what resolves."
-)
+@question_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, its id and its source.")
 @click.option(
@@ -244,13 +279,7 @@ def probe(as_json: bool, redact: bool | None) -> None:
     help="Let FlashInfer compile or download kernels during the live GEMM (slow, network).",
 )
 def check(
-    target: str | None,
-    profiles: tuple[str, ...],
-    facts_file: str | None,
-    engine_version: str | None,
-    ignore: tuple[str, ...],
-    prefer: str | None,
-    require: str | None,
+    q: Question,
     as_json: bool,
     verbose: bool,
     smoke: bool | None,
@@ -263,9 +292,9 @@ def check(
     from fp4doctor.resolve import resolve
 
     with user_errors():
-        evaluation = judge(target, profiles, facts_file, engine_version, ignore)
-        smoke_note = run_live(evaluation, smoke, facts_file, smoke_timeout, force, allow_jit)
-        resolution = resolve(evaluation, prefer=prefer, require=require)
+        evaluation = judge(q)
+        smoke_note = run_live(evaluation, smoke, q.facts_file, smoke_timeout, force, allow_jit)
+        resolution = resolve(evaluation, prefer=q.prefer, require=q.require)
     ready, code = readiness(evaluation, resolution)
     if as_json:
         doc = render.document(evaluation, resolution, ready=ready, exit_code=code)
@@ -287,7 +316,7 @@ def check(
 
 
 def run_live(
-    evaluation: Any,
+    evaluation: Evaluation,
     wanted: bool | None,
     facts_file: str | None,
     timeout: float,
@@ -322,13 +351,7 @@ def run_live(
 
 
 @main.command(epilog=EXIT_CODES_HELP)
-@judged_options
-@click.option(
-    "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
-)
-@click.option(
-    "--require", help="NAME, 'native' or 'any': print nothing and exit 1 unless it resolves."
-)
+@question_options
 @click.option(
     "--shell",
     "shell",
@@ -337,52 +360,36 @@ def run_live(
     help="Output format: bash, zsh, fish, sh, pwsh, dotenv, gha, json.",
 )
 @click.option("--smoke", is_flag=True, help="Also run the live GEMMs before choosing (slower).")
-def env(
-    target: str | None,
-    profiles: tuple[str, ...],
-    facts_file: str | None,
-    engine_version: str | None,
-    ignore: tuple[str, ...],
-    prefer: str | None,
-    require: str | None,
-    shell: str,
-    smoke: bool,
-) -> None:
+def env(q: Question, shell: str, smoke: bool) -> None:
     """Print the exports that switch the best valid FP4 GEMM path on, for `eval`.
 
     stdout carries only statements for the chosen shell; why, and any fallback, go to stderr.
     """
     from fp4doctor.emit import FORMATS, EmitError, emit
-    from fp4doctor.resolve import resolve
 
     if shell not in FORMATS:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
     with user_errors():
-        evaluation = judge(target, profiles, facts_file, engine_version, ignore)
+        evaluation = judge(q)
         if smoke:
-            run_live(evaluation, True, facts_file, 60.0, False, False)
-        resolution = resolve(evaluation, prefer=prefer, require=require)
-    for n in resolution.notes:
-        note(n)
-    if resolution.chosen is None or not resolution.ready:
-        for f in resolution.findings:
-            if f.status.blocking:
-                note(f.reason)
-        note("nothing to export; run `fp4doctor check` for the full report")
-        sys.exit(EXIT_NOT_READY)
+            run_live(evaluation, True, q.facts_file, 60.0, False, False)
+    resolution = decide(q, evaluation, "nothing to export")
     exports = exports_for(evaluation, resolution)
     try:
         text = emit(shell, exports)
     except EmitError as exc:
         raise UserError(str(exc)) from None
     if shell == "gha" and exports.unset:
-        note("$GITHUB_ENV cannot unset variables; make sure the workflow does not set: "
-             + " ".join(exports.unset))
+        note(
+            "$GITHUB_ENV cannot unset variables; make sure the workflow does not set: "
+            + " ".join(exports.unset)
+        )
     note(f"{evaluation.engine_label}: using {resolution.chosen}")
     sys.stdout.write(text)
 
 
-def exports_for(evaluation: Any, resolution: Any) -> Any:
+def exports_for(evaluation: Evaluation, resolution: Resolution) -> Exports:
+    """The variables to set and unset; flags and arguments go into the args variable."""
     from fp4doctor.emit import Exports
 
     set_env = list(resolution.set_env)
@@ -391,12 +398,10 @@ def exports_for(evaluation: Any, resolution: Any) -> Any:
     args += [f"{name}={value}" for name, value in resolution.arguments]
     if args and variable:
         set_env.append((variable, " ".join(args)))
+        how = "a command-line flag" if resolution.cli_args else "an argument"
         note(
-            f"{evaluation.engine_label} takes this choice only as "
-            f"{'a command-line flag' if resolution.cli_args else 'an argument'}: "
-            f"pass ${variable} to it (e.g. vllm serve MODEL ${variable})"
-            if resolution.cli_args
-            else f"pass {' '.join(args)} to flashinfer.mm_fp4 (exported as ${variable})"
+            f"{evaluation.engine_label} takes this choice only as {how}: "
+            f"pass ${variable} to it ({' '.join(args)})"
         )
     if resolution.config:
         note(
@@ -413,11 +418,7 @@ def exports_for(evaluation: Any, resolution: Any) -> Any:
 
 
 @main.command(epilog=EXIT_CODES_HELP)
-@judged_options
-@click.option("--prefer", help="Backend to prefer when valid.")
-@click.option(
-    "--require", help="NAME, 'native' or 'any': write nothing and exit 1 unless it resolves."
-)
+@question_options
 @click.option(
     "-o",
     "--output",
@@ -426,32 +427,16 @@ def exports_for(evaluation: Any, resolution: Any) -> Any:
     help="File to write ('-' for stdout).",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def config(
-    target: str | None,
-    profiles: tuple[str, ...],
-    facts_file: str | None,
-    engine_version: str | None,
-    ignore: tuple[str, ...],
-    prefer: str | None,
-    require: str | None,
-    output: str,
-    force: bool,
-) -> None:
+def config(q: Question, output: str, force: bool) -> None:
     """Write the choice as the engine's own config file (vLLM --config YAML, TensorRT-LLM
     options YAML) or, where the engine reads only variables, a dotenv file. Atomic."""
     from fp4doctor.atomic import write_atomic
     from fp4doctor.emit import EmitError, emit
     from fp4doctor.emit.config import render_trtllm_yaml, render_vllm_yaml
-    from fp4doctor.resolve import resolve
 
     with user_errors():
-        evaluation = judge(target, profiles, facts_file, engine_version, ignore)
-        resolution = resolve(evaluation, prefer=prefer, require=require)
-    for n in resolution.notes:
-        note(n)
-    if resolution.chosen is None or not resolution.ready:
-        note("nothing to write; run `fp4doctor check` for the full report")
-        sys.exit(EXIT_NOT_READY)
+        evaluation = judge(q)
+    resolution = decide(q, evaluation, "nothing to write")
     fmt = evaluation.profile.engine.config_format
     try:
         if resolution.config:

@@ -281,8 +281,12 @@ def redact(facts: HostFacts, home: str | None = None) -> HostFacts:
     """A copy with nothing that identifies the host or its users: no UUIDs, hostname or home.
 
     Home directories are replaced by `~` in every string (paths, env values, errors), and so is
-    any `/home/<user>` or `/Users/<user>` prefix.
+    any `/home/<user>` or `/Users/<user>` prefix. GPU/MIG UUIDs, the hostname and the user name
+    are replaced by `<redacted>` in every string too (NVIDIA_VISIBLE_DEVICES holds UUIDs under
+    Kubernetes; cache paths such as /scratch/$HOSTNAME/$USER are common).
     """
+    import contextlib
+    import getpass
     import os
     import re
 
@@ -292,10 +296,24 @@ def redact(facts: HostFacts, home: str | None = None) -> HostFacts:
             [re.escape(h.rstrip("/")) + r"(?=/|$)" for h in homes] + [r"/(?:home|Users)/[^/\s:]+"]
         )
     )
+    uuid_re = re.compile(r"(GPU|MIG)-[0-9A-Fa-f]{4,}[0-9A-Fa-f-]*(?![0-9A-Za-z_])")
+    names = {facts.hostname, os.uname().nodename}
+    with contextlib.suppress(Exception):  # no user name to be found: none to leak
+        names.add(getpass.getuser())
+    names |= {n.split(".")[0] for n in names if n}
+    # Whole names only ("vm" must not hit "nvml"), longest first (the FQDN before its host).
+    name_re = re.compile(
+        "|".join(
+            rf"(?<![\w.-]){re.escape(n)}(?![\w-])"
+            for n in sorted(filter(None, names), key=len, reverse=True)
+        )
+        or r"(?!)"
+    )
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            return home_re.sub("~", value)
+            value = uuid_re.sub(r"\1-" + REDACTED, home_re.sub("~", value))
+            return name_re.sub(REDACTED, value)
         if isinstance(value, dict):
             return {k: scrub(v) for k, v in value.items()}
         if isinstance(value, list):

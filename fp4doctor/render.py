@@ -181,7 +181,8 @@ def document(
             "era": str(evaluation.era.versions),
         },
         "host": {
-            "gpus": [facts.to_dict(g) for g in host.gpus],
+            # No UUIDs: a report is pasted into tickets (`probe --json` redacts them too).
+            "gpus": [{**facts.to_dict(g), "uuid": None} for g in host.gpus],
             "nvml_status": host.nvml.status,
             "cuda_visible_devices": host.cuda_visible_devices,
             "synthetic": host.synthetic,

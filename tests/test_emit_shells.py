@@ -9,7 +9,7 @@ separators, control bytes, non-ASCII, very long); a canary file that many of the
 must never appear, and the working directory must hold nothing new.
 
 Example counts are bounded for CI (``FP4DOCTOR_SHELL_EXAMPLES``, default 300 per shell); for a
-release run: ``FP4DOCTOR_SHELL_EXAMPLES=2000 pytest tests/test_emit_shells.py``.
+release run: ``FP4DOCTOR_SHELL_EXAMPLES=3000 pytest tests/test_emit_shells.py``.
 """
 
 from __future__ import annotations

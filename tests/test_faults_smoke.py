@@ -228,4 +228,3 @@ def test_ctrl_c_reaches_every_command_the_same_way(monkeypatch: pytest.MonkeyPat
         result = CliRunner().invoke(cli.main, args)
         assert result.exit_code == 130, (args, result.output)
         assert (result.stdout, result.stderr) == ("", "fp4doctor: interrupted\n"), args
-

@@ -91,3 +91,35 @@ def test_live_results_agree_with_the_rules_on_h200() -> None:
     emulation = findings["smoke.emulation.gpu0"]
     assert emulation["status"] == "pass"
     assert 0.9 <= emulation["details"]["norm_ratio"] <= 1.1
+
+
+# --- two H200s (nvidia-h200-x2) ------------------------------------------------------------
+
+H200X2 = facts.load(HERE / "hosts" / "h200x2.json")
+
+
+def test_both_gpus_appear_and_judge_like_one() -> None:
+    assert [(g.index, g.cc_text) for g in H200X2.gpus] == [(0, "9.0"), (1, "9.0")]
+    assert H200X2.synthetic is None and all(g.uuid is None for g in H200X2.gpus)
+    evaluation = evaluate(profile.load("vllm"), H200X2)
+    assert not any(f.id == "host.gpus.mixed" for f in evaluation.host)
+    assert resolve(evaluation).chosen == "marlin"
+    cudnn = evaluation.verdicts["flashinfer-cudnn"]
+    assert {f.gpu for f in cudnn.findings if ".compute_capability." in f.id} == {0, 1}
+
+
+def test_the_smoke_ran_on_both_gpus() -> None:
+    doc = json.loads((HERE / "reports" / "h200x2" / "check-vllm-smoke.json").read_text())
+    status = {f["id"]: f["status"] for f in doc["findings"]}
+    assert status["smoke.emulation.gpu0"] == "pass"
+    assert status["smoke.emulation.gpu1"] == "pass"
+    assert doc["ready"] is True
+
+
+def test_cuda_visible_devices_restriction_was_honoured() -> None:
+    doc = json.loads((HERE / "reports" / "h200x2" / "check-vllm-cvd1.json").read_text())
+    assert doc["host"]["cuda_visible_devices"] == "1"
+    # One GPU, CUDA index 0, which is NVML's GPU 1; the smoke ran there only.
+    assert [(g["index"], g["nvml_index"]) for g in doc["host"]["gpus"]] == [(0, 1)]
+    smoke = [f["id"] for f in doc["findings"] if f["id"].startswith("smoke.emulation")]
+    assert smoke == ["smoke.emulation.gpu0"]

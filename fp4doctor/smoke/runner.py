@@ -34,6 +34,7 @@ STARTUP_TIMEOUT_S = 120.0
 timeout starts (`import torch` alone measured 3.6–8 s on an H200 host)."""
 EXIT_GRACE_S = 10.0  # for a worker that said "done" to exit (CUDA teardown) before it is killed
 _POLL_S = 0.25
+WORKER_CPU_THREADS = 2  # OMP_NUM_THREADS of each worker: see worker_env
 _MAX_LINE = 1 << 20
 
 
@@ -88,6 +89,10 @@ def worker_env(base: Mapping[str, str], visible: str, allow_jit: bool) -> dict[s
     env = dict(base)
     env["CUDA_VISIBLE_DEVICES"] = visible
     env["PYTHONUNBUFFERED"] = "1"  # the stderr tail kept for crash reports is complete
+    # The problems are tiny: a few CPU threads per worker are plenty. Left alone, each worker's
+    # OpenMP pool takes every core, and workers running side by side (one per GPU) starve
+    # each other: measured on 2x H200, the 0.2 s emulation check took 1.1-1.7 s per worker.
+    env["OMP_NUM_THREADS"] = str(WORKER_CPU_THREADS)
     if not allow_jit:
         env["FLASHINFER_DISABLE_JIT"] = "1"
         env["FLASHINFER_NO_DOWNLOAD"] = "1"

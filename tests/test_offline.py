@@ -1,0 +1,274 @@
+"""Offline: the whole `fp4doctor check`, live GEMM included, makes no connection attempt and is
+no slower without a network.
+
+Two ways, both run against the same online baseline:
+- connection attempts trapped: a `sitecustomize.py` first on PYTHONPATH (so the smoke workers,
+  which inherit it, are covered too) wraps `socket.socket.connect`/`connect_ex`/`sendto`,
+  `socket.getaddrinfo` and `socket.create_connection`; each attempt is written to a file and
+  refused as an unreachable network would refuse it. Works without root.
+- a network namespace with no interfaces (`ip netns`, loopback down): needs root and
+  iproute2; skipped with the reason when `ip netns add` fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHECK = ("check", "--target", "vllm", "--json")
+WORKER_MODULE = "fp4doctor.smoke.worker"
+
+TRAP = '''\
+"""TEST TRAP (tests/test_offline.py): record every network attempt of this process, refuse it."""
+import errno, os, socket
+
+_RECORD = {record!r}
+_LOADED = {loaded!r}
+
+
+def _cmdline():
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read().replace(b"\\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def _note(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (" ".join(text.split()) + "\\n").encode(errors="replace"))
+    finally:
+        os.close(fd)
+
+
+def _attempt(what, *args):
+    _note(_RECORD, f"{{os.getpid()}} {{what}} {{args!r}} by {{_cmdline()}}")
+
+
+_connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+_sendto = socket.socket.sendto
+
+
+def connect(self, address):
+    _attempt("connect", address)
+    raise OSError(errno.ENETUNREACH, os.strerror(errno.ENETUNREACH))
+
+
+def connect_ex(self, address):
+    _attempt("connect_ex", address)
+    return errno.ENETUNREACH
+
+
+def sendto(self, *args):
+    _attempt("sendto", args[-1])
+    raise OSError(errno.ENETUNREACH, os.strerror(errno.ENETUNREACH))
+
+
+def getaddrinfo(host, port, *args, **kwargs):
+    _attempt("getaddrinfo", host, port)
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+def create_connection(address, *args, **kwargs):
+    _attempt("create_connection", address)
+    raise OSError(errno.ENETUNREACH, os.strerror(errno.ENETUNREACH))
+
+
+socket.socket.connect = connect
+socket.socket.connect_ex = connect_ex
+socket.socket.sendto = sendto
+socket.getaddrinfo = getaddrinfo
+socket.create_connection = create_connection
+_note(_LOADED, f"{{os.getpid()}} {{_cmdline()}}")
+'''
+
+
+@dataclass(frozen=True)
+class Trap:
+    """A PYTHONPATH directory holding the trap, and the files it writes."""
+
+    site: Path
+    record: Path  # one line per attempt
+    loaded: Path  # one line per process the trap was loaded in
+
+    @classmethod
+    def make(cls, where: Path) -> Trap:
+        where.mkdir(parents=True, exist_ok=True)
+        trap = cls(where / "site", where / "attempts.log", where / "loaded.log")
+        trap.site.mkdir()
+        text = TRAP.format(record=str(trap.record), loaded=str(trap.loaded))
+        (trap.site / "sitecustomize.py").write_text(text)
+        return trap
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(self.site) + (os.pathsep + path if path else "")
+        return env
+
+    def attempts(self) -> list[str]:
+        return self.record.read_text().splitlines() if self.record.exists() else []
+
+    def processes(self) -> list[str]:
+        return self.loaded.read_text().splitlines() if self.loaded.exists() else []
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    report: dict[str, Any]
+    stderr: str
+    seconds: float
+
+
+def run_check(env: dict[str, str], prefix: Sequence[str] = ()) -> Run:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "fp4doctor", *CHECK],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    seconds = time.perf_counter() - start
+    assert "Traceback" not in done.stderr, done.stderr
+    return Run(done.returncode, json.loads(done.stdout), done.stderr, seconds)
+
+
+def verdict(report: dict[str, Any]) -> dict[str, Any]:
+    """What a run concluded, without what varies from run to run (timings, errors measured)."""
+    return {
+        "ready": report["ready"],
+        "exit_code": report["exit_code"],
+        "summary": report["summary"],
+        "backends": report["backends"],
+        "engine_auto": report["engine_auto"],
+        "resolution": report["resolution"],
+        "findings": [
+            (f["id"], f["status"], f["reason"] if not f["id"].startswith("smoke.") else None)
+            for f in report["findings"]
+        ],
+    }
+
+
+def assert_as_fast(offline: Run, online: Run, retry: Callable[[], tuple[Run, Run]]) -> None:
+    """Offline within 1.5x + 0.5 s of online. A retry loop would be systematic; a loaded CI
+    machine is not, so one slow pair is measured again before it counts."""
+    if offline.seconds > 1.5 * online.seconds + 0.5:
+        online, offline = retry()
+    assert offline.seconds <= 1.5 * online.seconds + 0.5, (offline.seconds, online.seconds)
+
+
+@pytest.fixture(scope="module")
+def online() -> Run:
+    """The baseline: `check` as it runs on this host, network and all."""
+    return run_check(dict(os.environ))
+
+
+def test_the_online_baseline_is_not_ready_with_the_live_gemm_run(online: Run) -> None:
+    assert online.returncode == 1  # no GPU here: not ready
+    assert online.report["exit_code"] == 1
+    smoke = [f for f in online.report["findings"] if f["id"].startswith("smoke.")]
+    assert [(f["id"], f["status"]) for f in smoke] == [("smoke.emulation.cpu", "pass")]
+
+
+def test_the_trap_records_and_refuses_each_kind_of_attempt(tmp_path: Path) -> None:
+    """The trap itself works, so an empty record below means something."""
+    trap = Trap.make(tmp_path)
+    code = (
+        "import socket\n"
+        "for attempt in (\n"
+        "    lambda: socket.create_connection(('192.0.2.1', 443), timeout=1),\n"
+        "    lambda: socket.getaddrinfo('pypi.org', 443),\n"
+        "    lambda: socket.socket().connect(('192.0.2.1', 80)),\n"
+        "    lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "    .sendto(b'x', ('192.0.2.1', 53)),\n"
+        "):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    else:\n"
+        "        raise SystemExit('not refused')\n"
+        "assert socket.socket().connect_ex(('192.0.2.1', 80)) != 0\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=trap.env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    kinds = [line.split()[1] for line in trap.attempts()]
+    assert kinds == ["create_connection", "getaddrinfo", "connect", "sendto", "connect_ex"]
+
+
+def test_check_with_connections_trapped_attempts_none(tmp_path: Path, online: Run) -> None:
+    trap = Trap.make(tmp_path)
+
+    def measure() -> tuple[Run, Run]:
+        return run_check(dict(os.environ)), run_check(trap.env())
+
+    offline = run_check(trap.env())
+    # The trap was in the doctor and in its smoke worker, and nothing was attempted.
+    processes = trap.processes()
+    assert any(WORKER_MODULE in p for p in processes), processes
+    assert any(f"-m fp4doctor {' '.join(CHECK)}" in p for p in processes), processes
+    assert trap.attempts() == []
+    assert offline.returncode == 1
+    assert verdict(offline.report) == verdict(online.report)
+    assert_as_fast(offline, online, measure)
+
+
+# --- a network namespace with no interfaces ---------------------------------------------------
+
+
+@pytest.fixture
+def empty_netns() -> Iterator[str]:
+    """A fresh network namespace (only a loopback, and it is down), deleted afterwards."""
+    ip = shutil.which("ip")
+    if ip is None:
+        pytest.skip("no `ip` command (iproute2 is not installed)")
+    name = f"fp4doctor-test-{uuid.uuid4().hex[:12]}"
+    made = subprocess.run([ip, "netns", "add", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"`ip netns add` failed (needs root and iproute2): {made.stderr.strip()}")
+    try:
+        links = subprocess.run(
+            [ip, "netns", "exec", name, ip, "-o", "link", "show", "up"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert links.stdout.strip() == ""  # no interface is up, not even loopback
+        yield name
+    finally:
+        subprocess.run([ip, "netns", "delete", name], capture_output=True, check=False)
+        listed = subprocess.run([ip, "netns", "list"], capture_output=True, text=True)
+        assert name not in listed.stdout, f"network namespace {name} was left behind"
+
+
+def test_check_in_a_namespace_without_network_is_the_same_and_as_fast(
+    empty_netns: str, tmp_path: Path, online: Run
+) -> None:
+    trap = Trap.make(tmp_path)  # also here, to see any attempt the namespace would refuse
+    prefix = ("ip", "netns", "exec", empty_netns)
+
+    def measure() -> tuple[Run, Run]:
+        return run_check(dict(os.environ)), run_check(trap.env(), prefix)
+
+    offline = run_check(trap.env(), prefix)
+    assert trap.attempts() == []
+    assert any(WORKER_MODULE in p for p in trap.processes())
+    assert offline.returncode == 1
+    assert verdict(offline.report) == verdict(online.report)
+    assert_as_fast(offline, online, measure)
