@@ -27,7 +27,9 @@ def together(code: str, gpus: list[str]) -> float:
     """Wall time until all of `len(gpus)` processes, started at once, have finished."""
     start = time.perf_counter()
     procs = [
-        subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "CUDA_VISIBLE_DEVICES": g})
+        subprocess.Popen(
+            [sys.executable, "-c", code], env={**os.environ, "CUDA_VISIBLE_DEVICES": g}
+        )
         for g in gpus
     ]
     for p in procs:

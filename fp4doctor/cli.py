@@ -5,6 +5,7 @@ Exit codes (a contract, see README):
   1  not ready: the checks ran, and the required path is not valid
   2  usage or profile error
   3  no verdict could be reached (e.g. NVML cannot tell which GPUs exist)
+  130  interrupted (Ctrl-C); no partial output
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ Exit codes:
   0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
   1  not ready: the checks ran and the required path is not valid
   2  usage or profile error
-  3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)"""
+  3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
+  130  interrupted (Ctrl-C)"""
 
 
 class UserError(click.ClickException):

@@ -88,9 +88,12 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
         return None
     if result.status == "error":  # a crash, a timeout, out of memory: no verdict on the kernel
         return Finding(
-            fid, Status.SKIP,
+            fid,
+            Status.SKIP,
             f"no live verdict to compare with the rules on {result.device}: {result.reason}",
-            gpu=result.gpu, backend=name)
+            gpu=result.gpu,
+            backend=name,
+        )
     live_ok = result.status == "pass"
     if rules_valid and not live_ok:
         return Finding(
