@@ -65,24 +65,26 @@ def _write_temp(path: Path, data: bytes) -> Path:
             fd = os.open(tmp, _NEW_FILE_FLAGS, 0o666)
         except FileExistsError:
             continue
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
+        _fill(fd, tmp, data)
         return tmp
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _fill(fd: int, path: Path, data: bytes) -> None:
+    """Write all of `data` to the new file `fd` at `path` and sync it, then close it; on any
+    failure the half-written file is removed."""
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)
 
 
 def _keep_mode(path: Path, tmp: Path) -> None:
@@ -107,16 +109,7 @@ def _link_new(tmp: Path, path: Path, data: bytes) -> None:
 
 def _create_in_place(path: Path, data: bytes) -> None:
     """Fallback without hard links: O_EXCL keeps it to one creator; remove it if writing fails."""
-    fd = os.open(path, _NEW_FILE_FLAGS, 0o666)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    os.close(fd)
+    _fill(os.open(path, _NEW_FILE_FLAGS, 0o666), path, data)
 
 
 def _sync_directory(directory: Path) -> None:

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from processes import alive as _alive
+from processes import still_alive as _still_alive
 from smoke_fakes import OOM_FAKES, fake_env
 
 from fp4doctor.smoke import SmokeResult, run_smoke
@@ -25,23 +26,6 @@ from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
 
 WORKER_MODULE = "fp4doctor.smoke.worker"
 TOKEN_ENV = "FP4DOCTOR_TEST_TOKEN"
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie or a missing process counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def _still_alive(pids: Iterable[int], within_s: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + within_s
-    pids = list(pids)
-    while (left := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
 
 
 def _recorded(pid_dir: Path, prefix: str = "") -> list[int]:
