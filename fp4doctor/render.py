@@ -86,8 +86,8 @@ def human(
     if evaluation.era.note:
         out.append(f"  {evaluation.engine_label}: {evaluation.era.note}")
 
-    def block(title: str, findings: list[Finding]) -> None:
-        shown = [f for f in findings if verbose or f.status is not Status.PASS]
+    def block(title: str, findings: list[Finding], passes: bool = False) -> None:
+        shown = [f for f in findings if verbose or passes or f.status is not Status.PASS]
         if not shown:
             return
         out.append("")
@@ -109,7 +109,16 @@ def human(
         out.append(f"  {style.mark(status)} {name.ljust(width)}  {text}")
         if problem is not None and problem.fix and not verbose:
             out.append(f"      {''.ljust(width)}fix: {problem.fix}")
-        details = verdict.findings if verbose else [f for f in warns if f is not problem]
+        # Without -v: the warnings, and the live results (evidence either way).
+        details = (
+            verdict.findings
+            if verbose
+            else [
+                f
+                for f in verdict.findings
+                if f is not problem and (f.status is Status.WARN or f.id.startswith("smoke."))
+            ]
+        )
         for f in details:
             if f is problem and not verbose:
                 continue
@@ -119,7 +128,8 @@ def human(
         out.append("")
         out.append(style.bold("Live smoke GEMM"))
         out.append(f"  {smoke_note}")
-    block("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke)
+    # A live result is evidence, shown even when it passed.
+    block("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke, passes=True)
     out.append("")
     out.append(style.bold("Choice"))
     for f in resolution.findings:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from packaging.specifiers import SpecifierSet
+
 from fp4doctor.facts import Gpu
 from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import Advisory, Backend, Era, Profile, Requirement
-from fp4doctor.rules.requirements import Check, Context, applies, check, fix_for
+from fp4doctor.rules.requirements import Check, Context, applies, check, fix_for, spec_text
 
 
 @dataclass
@@ -24,7 +26,9 @@ class Verdict:
     def problems(self) -> list[Finding]:
         """Blocking findings, most telling first: hardware, since nothing else fixes it."""
         blocking = [f for f in self.findings if f.status.blocking]
-        blocking.sort(key=lambda f: ".compute_capability" not in f.id)
+        # Hardware first (nothing else fixes it), then an engine version that cannot use the
+        # backend at all (installing its libraries would not help), then the rest.
+        blocking.sort(key=lambda f: (".compute_capability" not in f.id, not f.id.endswith(".knob")))
         return blocking
 
     def first_problem(self) -> Finding | None:
@@ -150,18 +154,33 @@ def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: st
             backend=backend.name,
             source=era.source,
         )
-    later = [
-        e
-        for e in profile.eras
-        if any(k.select and backend.name in k.values for k in e.knobs)
-        or any(s.backend == backend.name for s in e.auto)
-    ]
-    hint = f" (it can from versions {later[0].versions})" if later else ""
+
+    def usable(e: Era) -> bool:
+        return any(k.select and backend.name in k.values for k in e.knobs) or any(
+            step.backend == backend.name for step in e.auto
+        )
+
+    # The nearest run of eras that can: newer ones first, else older ones.
+    eras = list(profile.eras)
+    here = eras.index(era)
+    later = [i for i in range(here + 1, len(eras)) if usable(eras[i])]
+    earlier = [i for i in range(here - 1, -1, -1) if usable(eras[i])]
+    versions = None
+    if later or earlier:
+        first = last = later[0] if later else earlier[0]
+        step = 1 if later else -1
+        while 0 <= last + step < len(eras) and usable(eras[last + step]):
+            last += step
+        low, high = sorted((first, last))
+        bounds = [x for x in eras[low].versions if x.operator.startswith(">")] + [
+            x for x in eras[high].versions if x.operator.startswith("<")
+        ]
+        versions = f"{profile.title} {spec_text(SpecifierSet(','.join(map(str, bounds))))}"
     return Finding(
         fid,
         Status.FAIL,
-        f"{engine_label} has no way to use it{hint}",
-        fix=f"upgrade to a version in {later[0].versions}" if later else None,
+        f"{engine_label} has no way to use it" + (f" ({versions} can)" if versions else ""),
+        fix=f"use {versions}" if versions else None,
         backend=backend.name,
         source=era.source,
     )
