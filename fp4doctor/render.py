@@ -6,12 +6,14 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from fp4doctor import __version__, facts
 from fp4doctor.findings import Finding, Status
-from fp4doctor.resolve import Resolution
-from fp4doctor.rules import Evaluation
+
+if TYPE_CHECKING:  # `probe` renders facts without loading the rules
+    from fp4doctor.resolve import Resolution
+    from fp4doctor.rules import Evaluation
 
 REPORT_SCHEMA_VERSION = 1
 
