@@ -206,9 +206,19 @@ def judge(q: Question) -> Evaluation:
 
 
 def decide(q: Question, evaluation: Evaluation, nothing: str) -> Resolution:
-    """Resolve for `env` and `config`: explain on stderr; exit 1 when nothing resolves."""
+    """Resolve for `env` and `config`: explain on stderr; exit 1 when nothing resolves, 3 when
+    the host cannot be judged."""
     from fp4doctor.resolve import resolve
+    from fp4doctor.rules import no_verdict
 
+    if evaluation.engine.note:
+        note(evaluation.engine.note)
+    if no_verdict(evaluation):
+        for f in evaluation.host:
+            if f.status.blocking:
+                note(f.reason)
+        note(f"{nothing}: no verdict; run `fp4doctor check` for the full report")
+        sys.exit(EXIT_NO_VERDICT)
     with user_errors():
         resolution = resolve(evaluation, prefer=q.prefer, require=q.require)
     for n in resolution.notes:

@@ -12,7 +12,6 @@ from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import KNOB_ARGUMENT, KNOB_CLI, KNOB_CONFIG, KNOB_ENV, Knob
 from fp4doctor.rules import Evaluation
 from fp4doctor.rules.backends import conditions_hold
-from fp4doctor.rules.environment import selecting_knob
 
 REQUIRE_ANY = "any"
 REQUIRE_NATIVE = "native"
@@ -25,7 +24,7 @@ class ResolveError(ValueError):
 @dataclass(frozen=True)
 class Resolution:
     chosen: str | None
-    knob: Knob | None  # None when the engine's own automatic order already picks `chosen`
+    knob: Knob | None  # None when the engine's own automatic order picks `chosen` (no preference)
     set_env: tuple[tuple[str, str], ...] = ()
     unset_env: tuple[str, ...] = ()
     cli_args: tuple[tuple[str, str], ...] = ()
@@ -63,39 +62,44 @@ def canonical(evaluation: Evaluation, name: str, what: str) -> str:
 def resolve(
     evaluation: Evaluation, prefer: str | None = None, require: str | None = None
 ) -> Resolution:
+    """Choose the backend and its knobs. `require` (NAME, 'native' or 'any') narrows what may be
+    chosen, and a named requirement is also the preference; nothing else chosen is then ready."""
     profile, era = evaluation.profile, evaluation.era
     label = evaluation.engine_label
     notes: list[str] = []
     findings: list[Finding] = []
-    ctx = evaluation.context
-
-    def reachable(name: str) -> bool:
-        return selecting_knob(era, name) is not None or name == evaluation.engine_auto
 
     def usable(name: str) -> bool:
-        return evaluation.valid(name) and reachable(name)
+        reachable = era.selecting_knob(name) is not None or name == evaluation.engine_auto
+        return evaluation.valid(name) and reachable
 
     def why_not(name: str) -> str:
         problems = evaluation.verdicts[name].problems()
         if problems:
             return "; ".join(dict.fromkeys(p.reason for p in problems[:3]))
-        return f"{label} has no knob that selects it"
+        return f"{label} reaches it only through its automatic order, which picks another here"
 
-    preferred = canonical(evaluation, prefer, "--prefer") if prefer else None
     required = None
     if require not in (None, REQUIRE_ANY, REQUIRE_NATIVE):
-        required = canonical(evaluation, require, "--require")  # type: ignore[arg-type]
+        required = canonical(evaluation, str(require), "--require")
+    preferred = canonical(evaluation, prefer, "--prefer") if prefer else required
+    allowed = list(profile.backends)
+    if required is not None:
+        allowed = [required]
+    elif require == REQUIRE_NATIVE:
+        allowed = [b for b in allowed if profile.backends[b].native]
 
-    auto_order = [s.backend for s in era.auto if conditions_hold(s.conditions, ctx)]
-    general = list(profile.backends)
+    auto_order = [s.backend for s in era.auto if conditions_hold(s.conditions, evaluation.context)]
     chosen: str | None = None
-    if preferred is not None:
+    if preferred is not None and preferred in allowed:
         if usable(preferred):
             chosen = preferred
         else:
             notes.append(f"{preferred} is not usable here: {why_not(preferred)}")
     if chosen is None:
-        chosen = next((b for b in [*auto_order, *general] if usable(b)), None)
+        chosen = next(
+            (b for b in [*auto_order, *profile.backends] if b in allowed and usable(b)), None
+        )
         if chosen is not None and preferred is not None:
             notes.append(f"falling back to {chosen}, the best backend that is valid here")
 
@@ -120,19 +124,9 @@ def resolve(
             )
         )
 
-    ready = chosen is not None
-    if chosen is None:
-        findings.append(
-            Finding(
-                "resolve.choice",
-                Status.FAIL,
-                f"no FP4 GEMM backend that {label} can use is valid on this host",
-            )
-        )
-    else:
+    if chosen is not None:
         findings.append(Finding("resolve.choice", Status.PASS, f"use {chosen}", backend=chosen))
-    if required is not None and chosen != required:
-        ready = False
+    elif required is not None:
         findings.append(
             Finding(
                 "resolve.require",
@@ -141,35 +135,46 @@ def resolve(
                 backend=required,
             )
         )
-    elif require == REQUIRE_NATIVE and (chosen is None or not profile.backends[chosen].native):
-        ready = False
-        natives = [b for b in general if profile.backends[b].native]
+    elif require == REQUIRE_NATIVE:
+        natives = ", ".join(f"{b}: {why_not(b)}" for b in allowed[:3])
         findings.append(
             Finding(
                 "resolve.require",
                 Status.FAIL,
-                "--require native: no native FP4 backend is usable here "
-                f"({', '.join(f'{b}: {why_not(b)}' for b in natives[:3])})",
+                f"--require native: no native FP4 backend is usable here ({natives})",
+            )
+        )
+    else:
+        findings.append(
+            Finding(
+                "resolve.choice",
+                Status.FAIL,
+                f"no FP4 GEMM backend that {label} can use is valid on this host",
             )
         )
     if chosen is None:
         return Resolution(
             chosen=None, knob=None, ready=False, notes=tuple(notes), findings=tuple(findings)
         )
-    return _knobs(evaluation, chosen, ready, notes, findings)
+    # With no preference, the engine's own choice is left to the engine (a knob would narrow
+    # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
+    pin = preferred is not None or chosen != auto
+    return _knobs(evaluation, chosen, pin, notes, findings)
 
 
 def _knobs(
-    evaluation: Evaluation, chosen: str, ready: bool, notes: list[str], findings: list[Finding]
+    evaluation: Evaluation, chosen: str, pin: bool, notes: list[str], findings: list[Finding]
 ) -> Resolution:
     era = evaluation.era
     label = evaluation.engine_label
-    knob = selecting_knob(era, chosen)
-    if knob is None:
+    knob = era.selecting_knob(chosen) if pin else None
+    if knob is None and pin:
         notes.append(
             f"{label} has no knob for {chosen}; its automatic order picks it once the "
             "conflicting variables are unset"
         )
+    elif knob is None:
+        notes.append(f"{label} picks {chosen} by itself: nothing to set, only conflicts to unset")
     elif knob.deprecated:
         notes.append(f"{knob.name} is deprecated but is the only knob for {chosen} in {label}")
     unset = [k.name for k in era.env_knobs() if knob is None or k.name != knob.name]
@@ -191,12 +196,7 @@ def _knobs(
         cli_args=tuple(cli),
         config=tuple(config),
         arguments=tuple(arguments),
-        ready=ready,
+        ready=True,
         notes=tuple(notes),
         findings=tuple(findings),
     )
-
-
-def unknown_lint(evaluation: Evaluation) -> bool:
-    """Whether the environment as set now would make the engine fail (blocking env findings)."""
-    return any(f.status.blocking for f in evaluation.env_findings)

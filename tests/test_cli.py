@@ -210,3 +210,26 @@ def test_config_for_an_env_only_vllm_is_a_dotenv_file(tmp_path: Path) -> None:
 def test_config_into_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
     p = run("config", "--facts", fixture("b200"), "-o", str(tmp_path / "nope" / "x.yaml"))
     assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_require_a_valid_backend_chooses_it() -> None:
+    p = run("env", "--facts", fixture("b200"), "--require", "cudnn")
+    assert p.returncode == 0, p.stderr
+    assert bash_eval(p.stdout, "VLLM_NVFP4_GEMM_BACKEND") == {
+        "VLLM_NVFP4_GEMM_BACKEND": "flashinfer-cudnn"
+    }
+
+
+def test_env_and_config_exit_3_without_a_verdict_and_say_when_the_engine_is_assumed() -> None:
+    p = run("env", "--facts", fixture("nvml-mismatch"))
+    assert p.returncode == 3 and p.stdout == ""
+    assert "cannot tell which GPUs" in p.stderr
+    p = run("env", "--facts", fixture("h100"), "--target", "sglang")
+    assert "sglang is not installed: judging for SGLang" in p.stderr
+
+
+def test_aliases_are_case_insensitive_and_take_engine_spellings() -> None:
+    p = run("env", "--facts", fixture("b200"), "--prefer", "CUDNN")
+    assert p.returncode == 0 and "flashinfer-cudnn" in p.stdout
+    p = run("env", "--facts", fixture("b300"), "--target", "flashinfer", "--prefer", "cute-dsl")
+    assert p.returncode == 0, p.stderr

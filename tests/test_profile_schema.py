@@ -121,6 +121,16 @@ def test_good_profile_parses_into_the_model() -> None:
             "- env: 'BAD NAME'",
             "'BAD NAME' is not a valid environment variable name",
         ),
+        (
+            "- compute_capability: [100]",
+            "- compute_capability: []",
+            "'backends.fast.requires[0].compute_capability' should list at least one",
+        ),
+        (
+            "values: {fast: fast, slow: [slow, SLOW]}",
+            "values: {fast: [], slow: [slow, SLOW]}",
+            "'eras[0].knobs[0].values.fast' should give at least one spelling",
+        ),
     ],
 )
 def test_errors_name_file_line_key_and_choices(old: str, new: str, expected: str) -> None:

@@ -26,7 +26,9 @@ from fp4doctor.profile.model import Backend, Era, Knob, Profile, Requirement
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 TARGETS = ("flashinfer", "sglang", "trtllm", "vllm")
-ALIASES = {"cudnn", "trtllm", "cutlass", "cutedsl", "b12x", "marlin", "emulation"}
+# The short names of issue #3, plus the engines' own spellings where they differ
+# (`cute-dsl` is mm_fp4's backend= value).
+ALIASES = {"cudnn", "trtllm", "cutlass", "cutedsl", "cute-dsl", "b12x", "marlin", "emulation"}
 SMOKE_ADAPTERS = {
     "emulation",
     "flashinfer-cudnn",

@@ -196,20 +196,15 @@ def test_variable_selecting_an_invalid_backend_fails() -> None:
 @pytest.mark.parametrize(
     ("fixture", "version", "engine_auto", "chosen", "knob"),
     [
-        (
-            "b200",
-            "0.15.1",
-            "flashinfer-cutlass",
-            "flashinfer-cutlass",
-            ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cutlass"),
-        ),
+        # The engine's own choice is valid: nothing is pinned (no knob), only conflicts unset.
+        ("b200", "0.15.1", "flashinfer-cutlass", "flashinfer-cutlass", None),
         # Hopper with FlashInfer: 0.10.1-0.15 pick flashinfer-cutlass with no CC gate.
         ("h100", "0.15.1", "flashinfer-cutlass", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
         ("h100", "0.11.1", "flashinfer-cutlass", None, None),  # no knob for Marlin before 0.15
-        ("h100", "0.16.0", "marlin", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
-        ("h100", "0.33.0", "marlin", "marlin", ("--linear-backend", "marlin")),
-        ("a100", "0.33.0", "marlin", "marlin", ("--linear-backend", "marlin")),
-        ("l40s", "0.20.0", "marlin", "marlin", ("VLLM_NVFP4_GEMM_BACKEND", "marlin")),
+        ("h100", "0.16.0", "marlin", "marlin", None),
+        ("h100", "0.33.0", "marlin", "marlin", None),
+        ("a100", "0.33.0", "marlin", "marlin", None),
+        ("l40s", "0.20.0", "marlin", "marlin", None),
     ],
 )
 def test_automatic_order(
@@ -305,11 +300,41 @@ def test_unknown_backend_lists_the_valid_ones() -> None:
 
 def test_require_native_fails_on_hopper() -> None:
     r = resolve(judge("h100"), require="native")
-    assert r.chosen == "marlin" and not r.ready
+    assert r.chosen is None and not r.ready  # Marlin is valid, but not native FP4
     assert any(f.id == "resolve.require" and f.status is Status.FAIL for f in r.findings)
+
+
+def test_require_names_the_backend_and_chooses_it_when_valid() -> None:
+    # Without --prefer: the required backend is chosen, not merely compared with the default.
+    r = resolve(judge("b200", "0.15.1"), require="cudnn")
+    assert r.chosen == "flashinfer-cudnn" and r.ready
+    assert r.set_env == (("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"),)
+    # --require native with a non-native preference picks the best native backend instead.
+    r = resolve(judge("b200", "0.15.1"), require="native", prefer="marlin")
+    assert r.chosen is not None and VLLM.backends[r.chosen].native and r.ready
 
 
 def test_engine_not_installed_resolves_for_the_newest_known() -> None:
     ev = evaluate(VLLM, dataclasses.replace(host("h100"), packages=facts.PackageFacts(versions={})))
     assert ev.engine.version == VLLM.engine.newest_known
     assert ev.engine.note is not None and "vllm is not installed" in ev.engine.note
+
+
+def test_an_unreadable_version_keeps_the_hardware_rules() -> None:
+    base = host("h100")
+    versions = {**base.packages.versions, "flashinfer-python": "unknown"}
+    broken = dataclasses.replace(
+        base, packages=dataclasses.replace(base.packages, versions=versions)
+    )
+    ev = evaluate(VLLM, broken, override_version="0.15.1")
+    problem = ev.verdicts["flashinfer-cudnn"].first_problem()
+    assert problem is not None and "compute capability 9.0" in problem.reason
+    assert finding(ev, "host.package.flashinfer-python.version")[0] is Status.WARN
+
+
+def test_fbgemm_is_unset_in_0_15_because_the_backend_variable_turns_it_on() -> None:
+    ev = judge("b200", "0.15.1", VLLM_USE_FBGEMM="1", VLLM_NVFP4_GEMM_BACKEND="flashinfer-cudnn")
+    status, reason = finding(ev, "env.VLLM_NVFP4_GEMM_BACKEND.overridden")
+    assert status is Status.WARN and "compressed-tensors checkpoints only" in reason
+    r = resolve(ev, prefer="cudnn")
+    assert "VLLM_USE_FBGEMM" in r.unset_env

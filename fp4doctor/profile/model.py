@@ -113,6 +113,17 @@ class Knob:
     def accepted(self) -> list[str]:
         return [s for spellings in self.values.values() for s in spellings]
 
+    def how(self, backend: str) -> str:
+        """How a user writes this knob for `backend`, for messages."""
+        value = self.values[backend][0]
+        if self.kind == KNOB_ENV:
+            return f"{self.name}={value}"
+        if self.kind == KNOB_CONFIG:
+            return f"{self.name}: [{value}] in the options YAML"
+        if self.kind == KNOB_ARGUMENT:
+            return f"{self.name}={value!r}"
+        return f"{self.name} {value}"
+
 
 @dataclass(frozen=True)
 class AutoStep:
@@ -134,6 +145,13 @@ class Era:
     note: str | None = None
     source: str | None = None
     line: int = 0
+
+    def selecting_knob(self, backend: str) -> Knob | None:
+        """The knob to write for `backend`: a settable general selector (a choice knob) before
+        a single-backend switch, and a deprecated knob only when nothing else works."""
+        usable = [k for k in self.knobs if k.select and backend in k.values]
+        usable.sort(key=lambda k: (k.deprecated is not None, k.type != "choice"))
+        return usable[0] if usable else None
 
     def env_knobs(self) -> list[Knob]:
         return [k for k in self.knobs if k.kind == KNOB_ENV]
@@ -174,11 +192,10 @@ class Profile:
         return list(self.backends)
 
     def lookup(self, name: str) -> Backend | None:
-        """A backend by name or alias (`cudnn` -> `flashinfer-cudnn`)."""
-        if name in self.backends:
-            return self.backends[name]
+        """A backend by name or alias (`cudnn` -> `flashinfer-cudnn`), in any case."""
+        wanted = name.lower()
         for b in self.backends.values():
-            if name in b.aliases:
+            if wanted == b.name or wanted in b.aliases:
                 return b
         return None
 

@@ -224,6 +224,8 @@ def _requirement(node: _Node, named: Conditions) -> Requirement:
     elif kind == "compute_capability":
         if isinstance(value.node, yaml.SequenceNode):
             arg = tuple(n.integer() for n in value.sequence())
+            if not arg:
+                raise value.error("should list at least one compute capability (e.g. [100, 103])")
         else:
             arg = value.specifier()
     elif kind in ("cudnn_backend", "cuda_runtime", "cuda_driver"):
@@ -352,6 +354,8 @@ def _knob(node: _Node, backends: dict[str, Backend]) -> Knob:
                 f"names no backend of this profile (valid: {', '.join(backends)})"
             )
         values[backend] = spellings.texts()
+        if not values[backend]:
+            raise spellings.error("should give at least one spelling")
     return Knob(
         kind=kind,
         name=name,

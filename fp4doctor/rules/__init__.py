@@ -225,6 +225,19 @@ def host_findings(host: F.HostFacts) -> list[Finding]:
                 details={"nvml_status": nvml.status},
             )
         )
+    for name, version in sorted(host.packages.versions.items()):
+        try:
+            Version(version)
+        except InvalidVersion:
+            out.append(
+                Finding(
+                    f"host.package.{name}.version",
+                    Status.WARN,
+                    f"{name} reports the version {version!r}, which is not a PEP 440 version: "
+                    "rules that depend on it are judged as for a fresh install",
+                    fix=f"pip install --force-reinstall {name}",
+                )
+            )
     for name, reason in sorted(host.probe_errors.items()):
         # `gpu.nvmlN`: NVML lists a GPU it cannot open or describe (lost, fallen off the bus).
         fix = FIX_GPU_UNREADABLE if name.startswith("gpu.nvml") else None

@@ -35,9 +35,6 @@ class Verdict:
         problems = self.problems()
         return problems[0] if problems else None
 
-    def valid_on(self, gpu: int) -> bool:
-        return not any(f.status.blocking and f.gpu in (gpu, None) for f in self.findings)
-
 
 def holds(req: Requirement, ctx: Context) -> Check:
     """A requirement over the whole host: per-GPU kinds must hold on every GPU."""
@@ -133,16 +130,12 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
 def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: str) -> Finding:
     """Can this engine version use the backend at all: through a knob, or its automatic order."""
     fid = f"backend.{backend.name}.knob"
-    knob = next((k for k in era.knobs if k.select and backend.name in k.values), None)
+    knob = era.selecting_knob(backend.name)
     if knob is not None:
-        spelling = knob.values[backend.name][0]
-        how = f"{knob.name}={spelling}" if knob.kind == "env" else f"{knob.name} {spelling}"
-        if knob.kind == "config":
-            how = f"{knob.name}: [{spelling}]"
         return Finding(
             fid,
             Status.PASS,
-            f"{engine_label} selects it with {how}",
+            f"{engine_label} selects it with {knob.how(backend.name)}",
             backend=backend.name,
             source=knob.source or era.source,
         )

@@ -19,26 +19,7 @@ class Selection:
     backend: str
     variable: str
     value: str
-
-
-def knob_how(knob: Knob, backend: str) -> str:
-    """How a user writes this knob for this backend, for messages."""
-    value = knob.values[backend][0]
-    if knob.kind == KNOB_ENV:
-        return f"{knob.name}={value}"
-    if knob.kind == "config":
-        return f"{knob.name}: [{value}] in the options YAML"
-    if knob.kind == "argument":
-        return f"{knob.name}={value!r}"
-    return f"{knob.name} {value}"
-
-
-def selecting_knob(era: Era, backend: str) -> Knob | None:
-    """The knob to write for `backend` in this era: a settable general selector (a choice
-    knob) before a single-backend switch, and a deprecated knob only when nothing else works."""
-    usable = [k for k in era.knobs if k.select and backend in k.values]
-    usable.sort(key=lambda k: (k.deprecated is not None, k.type != "choice"))
-    return usable[0] if usable else None
+    note: str | None = None  # the knob's caveat, e.g. when it applies at all
 
 
 def lint(
@@ -58,7 +39,7 @@ def lint(
             rank, knob = era_vars[name]
             selected = _lint_knob(knob, value, fid, engine_label, findings)
             if selected is not None:
-                selections.append((rank, Selection(selected, name, value)))
+                selections.append((rank, Selection(selected, name, value, knob.note)))
         elif name in era.read_variables():
             continue
         elif name in profile.variables or name in other_knobs:
@@ -70,9 +51,9 @@ def lint(
             meant = _meant_backend(name, value, other_knobs.get(name), profile)
             fix = None
             if meant is not None:
-                works = selecting_knob(era, meant)
+                works = era.selecting_knob(meant)
                 fix = f"unset {name}; " + (
-                    f"use {knob_how(works, meant)}"
+                    f"use {works.how(meant)}"
                     if works
                     else f"{engine_label} has no knob for {meant}"
                 )
@@ -91,7 +72,8 @@ def lint(
                 f"env.{loser.variable}.overridden",
                 Status.WARN,
                 f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
-                f"takes precedence in {engine_label}",
+                f"takes precedence in {engine_label}"
+                + (f" ({winner.note})" if winner.note else ""),
                 fix=f"unset {loser.variable}" if loser.backend != winner.backend else None,
             )
         )
@@ -178,6 +160,8 @@ def _lint_knob(
 def _meant_backend(name: str, value: str, knob: Knob | None, profile: Profile) -> str | None:
     """Which backend a user meant by a variable this version ignores."""
     if knob is not None:
+        if not knob.select:  # a switch with side effects: never advised as a backend knob
+            return None
         if knob.type == "bool":
             return next(iter(knob.values)) if value.strip().lower() in TRUE_WORDS else None
         return knob.backend_for(value)

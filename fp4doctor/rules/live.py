@@ -5,7 +5,7 @@ Pure: takes `SmokeResult`s (from fp4doctor.smoke) and changes only findings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fp4doctor.findings import Finding, Status, apply_ignores
@@ -123,9 +123,3 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
         gpu=result.gpu,
         backend=name,
     )
-
-
-def forced_only(evaluation: Evaluation, adapters: Iterable[str]) -> list[str]:
-    """Adapters that run only because of --force, for the report's note."""
-    valid_adapters = set(adapters_to_run(evaluation, force=False))
-    return [a for a in adapters if a not in valid_adapters]

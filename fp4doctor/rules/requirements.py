@@ -59,16 +59,20 @@ def spec_text(spec: SpecifierSet) -> str:
 
 
 def applies(req: Requirement, ctx: Context) -> bool:
-    """Whether a requirement's `when` conditions hold for the installed versions."""
+    """Whether a requirement's `when` conditions hold for the installed versions.
+
+    A version that cannot be read counts as absent: the `when_absent` variant (what a fresh
+    install gets) applies, never none of them (which would drop the rule silently)."""
     for dist, spec in req.when:
         installed = ctx.version(dist)
         if ctx.engine is not None and canonical_name(dist) == ctx.engine[0]:
             installed = ctx.engine[1]
-        if installed is None:
+        matched = None if installed is None else contains(spec, installed)
+        if matched is None:
             if not req.when_absent:
                 return False
             continue
-        if not contains(spec, installed):
+        if not matched:
             return False
     return True
 
