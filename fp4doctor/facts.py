@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from fp4doctor.textfile import UnreadableText, read_text
+
 SCHEMA_VERSION = 1
 
 
@@ -197,16 +199,11 @@ def loads(text: str, source: str = "<facts>") -> HostFacts:
 
 def load(path: str | Path) -> HostFacts:
     """Load a facts snapshot written by `fp4doctor probe --json`."""
-    p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise FactsError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FactsError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    return loads(text, str(p))
+        text = read_text(path)
+    except UnreadableText as exc:
+        raise FactsError(str(exc)) from None
+    return loads(text, str(path))
 
 
 def _kind(value: Any) -> str:

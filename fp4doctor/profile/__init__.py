@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fp4doctor.profile.model import Profile
 from fp4doctor.profile.schema import ProfileError, parse
+from fp4doctor.textfile import UnreadableText, read_text
 
 __all__ = ["Profile", "ProfileError", "builtin_dir", "builtin_names", "load", "load_file"]
 
@@ -22,16 +23,11 @@ def builtin_names() -> list[str]:
 
 
 def load_file(path: str | Path) -> Profile:
-    p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise ProfileError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    return parse(text, str(p))
+        text = read_text(path)
+    except UnreadableText as exc:
+        raise ProfileError(str(exc)) from None
+    return parse(text, str(path))
 
 
 def load(target: str, overrides: list[Path] | None = None) -> Profile:
