@@ -102,6 +102,17 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _zero_padded(scales: torch.Tensor, row_multiple: int) -> torch.Tensor:
+    """`[M, Kb]` scales as bytes, zero-padded to `[round_up(M, row_multiple), round_up(Kb, 4)]`:
+    the grid both swizzled layouts are cut from."""
+    _require_2d(scales, "scales")
+    rows, cols = scales.shape
+    src = _as_bytes(scales)
+    padded = src.new_zeros((_round_up(rows, row_multiple), _round_up(cols, 4)))
+    padded[:rows, :cols] = src
+    return padded
+
+
 def _like_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.view(dtype) if t.dtype != dtype else t
 
@@ -309,12 +320,8 @@ def swizzle_128x4(scales: torch.Tensor) -> torch.Tensor:
     tensor of ``Mp * Kp`` elements with the input's dtype (uint8 or float8_e4m3fn);
     padding is zero. FlashInfer hands this buffer around reshaped to ``[Mp, Kp]``.
     """
-    _require_2d(scales, "scales")
-    rows, cols = scales.shape
-    rows_p, cols_p = _round_up(rows, 128), _round_up(cols, 4)
-    src = _as_bytes(scales)
-    padded = src.new_zeros((rows_p, cols_p))
-    padded[:rows, :cols] = src
+    padded = _zero_padded(scales, 128)
+    rows_p, cols_p = padded.shape
     # Each 128x4 tile becomes a 32x16 tile: row j holds rows j, j+32, j+64, j+96.
     out = padded.view(rows_p // 128, 4, 32, cols_p // 4, 4).permute(0, 3, 2, 1, 4).reshape(-1)
     return _like_dtype(out, scales.dtype)
@@ -347,12 +354,8 @@ def swizzle_8x4(scales: torch.Tensor) -> torch.Tensor:
     (``get_sf_out_offset_8x4``). Used by FlashInfer's trtllm backend with
     ``use_8x4_sf_layout=True``. Returns a 1-D tensor with the input's dtype.
     """
-    _require_2d(scales, "scales")
-    rows, cols = scales.shape
-    rows_p, cols_p = _round_up(rows, 8), _round_up(cols, 4)
-    src = _as_bytes(scales)
-    padded = src.new_zeros((rows_p, cols_p))
-    padded[:rows, :cols] = src
+    padded = _zero_padded(scales, 8)
+    rows_p, cols_p = padded.shape
     out = padded.view(rows_p // 8, 8, cols_p // 4, 4).permute(0, 2, 1, 3).reshape(-1)
     return _like_dtype(out, scales.dtype)
 
