@@ -154,13 +154,9 @@ def human(
 
 
 def _knob_text(evaluation: Evaluation, resolution: Resolution) -> str:
-    parts = [f"{k}={v}" for k, v in resolution.set_env]
-    parts += [f"{k} {v}" for k, v in resolution.cli_args]
-    parts += [f"{k}: [{v}]" for k, v in resolution.config]
-    parts += [f"{k}={v!r}" for k, v in resolution.arguments]
-    if not parts:
+    if resolution.knob is None or resolution.chosen is None:
         return f"{evaluation.engine_label} picks it by itself"
-    return ", ".join(parts) + '  (eval "$(fp4doctor env)")'
+    return resolution.knob.how(resolution.chosen) + '  (eval "$(fp4doctor env)")'
 
 
 def _finding_lines(f: Finding, style: Style, verbose: bool, indent: int = 2) -> list[str]:

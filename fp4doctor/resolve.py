@@ -25,14 +25,33 @@ class ResolveError(ValueError):
 class Resolution:
     chosen: str | None
     knob: Knob | None  # None when the engine's own automatic order picks `chosen` (no preference)
-    set_env: tuple[tuple[str, str], ...] = ()
     unset_env: tuple[str, ...] = ()
-    cli_args: tuple[tuple[str, str], ...] = ()
-    config: tuple[tuple[str, str], ...] = ()  # dotted key -> value (a one-element list in YAML)
-    arguments: tuple[tuple[str, str], ...] = ()
     ready: bool = False
     notes: tuple[str, ...] = ()  # explanations for stderr
     findings: tuple[Finding, ...] = ()
+
+    def _setting(self, kind: str) -> tuple[tuple[str, str], ...]:
+        """(name, value) of the knob to write, when it is of this kind."""
+        if self.knob is None or self.chosen is None or self.knob.kind != kind:
+            return ()
+        return ((self.knob.name, self.knob.values[self.chosen][0]),)
+
+    @property
+    def set_env(self) -> tuple[tuple[str, str], ...]:
+        return self._setting(KNOB_ENV)
+
+    @property
+    def cli_args(self) -> tuple[tuple[str, str], ...]:
+        return self._setting(KNOB_CLI)
+
+    @property
+    def config(self) -> tuple[tuple[str, str], ...]:
+        """Dotted key -> value (a one-element list in the options YAML)."""
+        return self._setting(KNOB_CONFIG)
+
+    @property
+    def arguments(self) -> tuple[tuple[str, str], ...]:
+        return self._setting(KNOB_ARGUMENT)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -179,23 +198,10 @@ def _knobs(
         notes.append(f"{knob.name} is deprecated but is the only knob for {chosen} in {label}")
     unset = [k.name for k in era.env_knobs() if knob is None or k.name != knob.name]
     unset += [v for v in era.conflicts if v not in unset and (knob is None or v != knob.name)]
-    set_env: list[tuple[str, str]] = []
-    cli: list[tuple[str, str]] = []
-    config: list[tuple[str, str]] = []
-    arguments: list[tuple[str, str]] = []
-    if knob is not None:
-        value = knob.values[chosen][0]
-        {KNOB_ENV: set_env, KNOB_CLI: cli, KNOB_CONFIG: config, KNOB_ARGUMENT: arguments}[
-            knob.kind
-        ].append((knob.name, value))
     return Resolution(
         chosen=chosen,
         knob=knob,
-        set_env=tuple(set_env),
         unset_env=tuple(unset),
-        cli_args=tuple(cli),
-        config=tuple(config),
-        arguments=tuple(arguments),
         ready=True,
         notes=tuple(notes),
         findings=tuple(findings),
