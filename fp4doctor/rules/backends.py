@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
@@ -24,12 +25,17 @@ class Verdict:
         return not any(f.status.blocking for f in self.findings)
 
     def problems(self) -> list[Finding]:
-        """Blocking findings, most telling first: hardware, since nothing else fixes it."""
-        blocking = [f for f in self.findings if f.status.blocking]
-        # Hardware first (nothing else fixes it), then an engine version that cannot use the
-        # backend at all (installing its libraries would not help), then the rest.
-        blocking.sort(key=lambda f: (".compute_capability" not in f.id, not f.id.endswith(".knob")))
-        return blocking
+        """Blocking findings, one per rule (the first GPU that fails it), most telling first:
+        hardware (nothing else fixes it), then an engine version that cannot use the backend at
+        all (installing its libraries would not help), then the rest."""
+        blocking: dict[str, Finding] = {}
+        for f in self.findings:
+            if f.status.blocking:
+                blocking.setdefault(re.sub(r"\.gpu\d+$", "", f.id), f)
+        return sorted(
+            blocking.values(),
+            key=lambda f: (".compute_capability" not in f.id, not f.id.endswith(".knob")),
+        )
 
     def first_problem(self) -> Finding | None:
         problems = self.problems()
