@@ -11,11 +11,9 @@ Exit codes (a contract, see README):
 from __future__ import annotations
 
 import functools
-import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +21,11 @@ import click
 
 from fp4doctor import __version__, facts
 
-if TYPE_CHECKING:  # the pipeline is imported inside the commands: start-up stays fast
-    from fp4doctor.emit import Exports
-    from fp4doctor.resolve import Resolution
-    from fp4doctor.rules import Evaluation
+if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
+    from fp4doctor.doctor import Question, Report
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort would exit 1
-ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
@@ -55,12 +50,14 @@ class NoVerdict(UserError):
 
 @contextmanager
 def user_errors() -> Iterator[None]:
+    """The core's refusals as one line on stderr: 2 for a bad question, 3 for unreadable facts."""
+    from fp4doctor.doctor import QuestionError
+    from fp4doctor.emit import EmitError
     from fp4doctor.profile import ProfileError
-    from fp4doctor.resolve import ResolveError
 
     try:
         yield
-    except (ProfileError, ResolveError) as exc:
+    except (QuestionError, ProfileError, EmitError) as exc:
         raise UserError(str(exc)) from None
     except facts.FactsError as exc:
         raise NoVerdict(str(exc)) from None
@@ -97,20 +94,6 @@ def main() -> None:
 
 
 # --- shared options --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Question:
-    """What `check`, `env` and `config` are asked: which engine, which host, which backend."""
-
-    target: str | None
-    profiles: tuple[str, ...]
-    facts_file: str | None
-    engine_version: str | None
-    ignore: tuple[str, ...]
-    prefer: str | None
-    require: str | None
-
 
 QUESTION_OPTIONS = (
     click.option(
@@ -149,15 +132,17 @@ QUESTION_OPTIONS = (
         help="NAME, 'native' or 'any': exit 1 (and print or write nothing) unless it resolves.",
     ),
 )
+_QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignore", "prefer",
+                    "require")  # fmt: skip
 
 
 def question_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Add the shared options, and hand them to the command as one `question`."""
+    """Add the shared options, and hand them to the command as one `Question`."""
+    from fp4doctor.doctor import Question
 
     @functools.wraps(command)
     def wrapper(**options: Any) -> None:
-        fields = Question.__dataclass_fields__
-        asked = Question(**{k: options.pop(k) for k in list(options) if k in fields})
+        asked = Question(**{k: options.pop(k) for k in _QUESTION_FIELDS})
         command(asked, **options)
 
     for option in reversed(QUESTION_OPTIONS):
@@ -165,83 +150,34 @@ def question_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def load_facts(facts_file: str | None) -> facts.HostFacts:
-    if facts_file:
-        return facts.load(facts_file)
-    from fp4doctor.probe import probe_host
+def ask(question: Question) -> Report:
+    """Run the doctor core, its refusals as user errors and its progress on stderr."""
+    from fp4doctor.doctor import diagnose
 
-    return probe_host()
-
-
-def pick_target(host: facts.HostFacts, target: str | None) -> str:
-    if target:
-        return target
-    for package, name in ENGINE_TARGETS:
-        if host.packages.version(package):
-            return name
-    return "vllm"
+    with user_errors():
+        return diagnose(question, progress=note)
 
 
-def split_ids(values: tuple[str, ...]) -> list[str]:
-    return [part.strip() for v in values for part in v.split(",") if part.strip()]
-
-
-def judge(q: Question) -> Evaluation:
-    """Probe (or load the facts) and evaluate the target's profile: the static verdict."""
-    from packaging.version import InvalidVersion, Version
-
-    from fp4doctor import profile
-    from fp4doctor.rules import evaluate
-
-    if q.engine_version is not None:
-        try:
-            Version(q.engine_version)
-        except InvalidVersion:
-            raise UserError(
-                f"--engine-version {q.engine_version!r} is not a version (e.g. 0.15.1)"
-            ) from None
-    host = load_facts(q.facts_file)
-    prof = profile.load(pick_target(host, q.target), [Path(p) for p in q.profiles])
-    return evaluate(prof, host, override_version=q.engine_version, ignore=split_ids(q.ignore))
-
-
-def decide(q: Question, evaluation: Evaluation, nothing: str) -> Resolution:
-    """Resolve for `env` and `config`: explain on stderr; exit 1 when nothing resolves, 3 when
+def settle(report: Report, nothing: str) -> None:
+    """For `env` and `config`: explain on stderr, and exit 1 when nothing is ready to use, 3 when
     the host cannot be judged."""
-    from fp4doctor.resolve import resolve
-    from fp4doctor.rules import no_verdict
+    from fp4doctor.doctor import Outcome
 
+    evaluation, resolution = report.evaluation, report.resolution
     if evaluation.engine.note:
         note(evaluation.engine.note)
-    if no_verdict(evaluation):
-        for f in evaluation.host:
-            if f.status.blocking:
-                note(f.reason)
+    if report.outcome is Outcome.NO_VERDICT:
+        for f in report.blocking():
+            note(f.reason)
         note(f"{nothing}: no verdict; run `fp4doctor check` for the full report")
         sys.exit(EXIT_NO_VERDICT)
-    with user_errors():
-        resolution = resolve(evaluation, prefer=q.prefer, require=q.require)
     for n in resolution.notes:
         note(n)
     if resolution.chosen is None or not resolution.ready:
-        for f in resolution.findings:
-            if f.status.blocking:
-                note(f.reason)
+        for f in report.blocking():
+            note(f.reason)
         note(f"{nothing}; run `fp4doctor check` for the full report")
         sys.exit(EXIT_NOT_READY)
-    return resolution
-
-
-def readiness(evaluation: Evaluation, resolution: Resolution) -> tuple[bool, int]:
-    from fp4doctor.rules import no_verdict
-
-    if no_verdict(evaluation):
-        return False, EXIT_NO_VERDICT
-    blocking = [
-        f for f in evaluation.host + evaluation.env_findings + evaluation.smoke if f.status.blocking
-    ]
-    ready = resolution.ready and not blocking
-    return ready, EXIT_READY if ready else EXIT_NOT_READY
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -300,63 +236,19 @@ def check(
     allow_jit: bool,
 ) -> None:
     """Report every FP4 GEMM backend on every GPU: ✓ valid, ! warning, ✗ not valid, with fixes."""
+    from dataclasses import replace
+
     from fp4doctor import render
-    from fp4doctor.resolve import resolve
 
-    with user_errors():
-        evaluation = judge(q)
-        smoke_note = run_live(evaluation, smoke, q.facts_file, smoke_timeout, force, allow_jit)
-        resolution = resolve(evaluation, prefer=q.prefer, require=q.require)
-    ready, code = readiness(evaluation, resolution)
+    report = ask(
+        replace(q, smoke=smoke, smoke_timeout=smoke_timeout, force=force, allow_jit=allow_jit)
+    )
     if as_json:
-        doc = render.document(evaluation, resolution, ready=ready, exit_code=code)
-        if smoke_note:
-            doc["smoke_note"] = smoke_note
-        sys.stdout.write(render.dumps(doc))
+        sys.stdout.write(render.dumps(render.document(report)))
     else:
-        sys.stdout.write(
-            render.human(
-                evaluation,
-                resolution,
-                ready=ready,
-                verbose=verbose,
-                style=render.Style.for_stream(sys.stdout),
-                smoke_note=smoke_note,
-            )
-        )
-    sys.exit(code)
-
-
-def run_live(
-    evaluation: Evaluation,
-    wanted: bool | None,
-    facts_file: str | None,
-    timeout: float,
-    force: bool,
-    allow_jit: bool,
-) -> str | None:
-    """Run the smoke GEMMs when asked (or by default when torch is there); return a note when
-    they did not run."""
-    from fp4doctor import smoke
-    from fp4doctor.rules import live
-
-    if wanted is False:
-        return "not run (--no-smoke)"
-    if facts_file:
-        if wanted:
-            note("--smoke is ignored with --facts: the live GEMM runs on this host only")
-        return "not run: judging a facts snapshot, not this host"
-    if not smoke.torch_available():
-        return "not run: torch is not installed (pip install 'fp4doctor[smoke]')"
-    gpus = [g.index for g in evaluation.facts.gpus]
-    adapters = live.adapters_to_run(evaluation, force) if gpus else ["emulation"]
-    if not adapters:
-        return "not run: no backend is eligible on this host (--force runs them anyway)"
-    where = f"{len(gpus)} GPU(s)" if gpus else "the CPU (no GPU: fp4doctor's own pipeline only)"
-    note(f"running {len(adapters)} live GEMM check(s) on {where}...")
-    results = smoke.run_smoke(adapters, gpus, timeout_s=timeout, allow_jit=allow_jit)
-    live.merge(evaluation, results)
-    return None
+        style = render.Style.for_stream(sys.stdout)
+        sys.stdout.write(render.human(report, verbose=verbose, style=style))
+    sys.exit(report.outcome.exit_code)
 
 
 # --- env ------------------------------------------------------------------------------------
@@ -377,53 +269,28 @@ def env(q: Question, shell: str, smoke: bool) -> None:
 
     stdout carries only statements for the chosen shell; why, and any fallback, go to stderr.
     """
-    from fp4doctor.emit import FORMATS, EmitError, emit
+    from dataclasses import replace
+
+    from fp4doctor.emit import FORMATS, emit
+    from fp4doctor.emit.knobs import exports_for
 
     if shell not in FORMATS:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
+    report = ask(replace(q, smoke=smoke))
+    settle(report, "nothing to export")
+    evaluation = report.evaluation
+    exports, notes = exports_for(evaluation.profile, report.resolution, evaluation.engine_label)
+    for n in notes:
+        note(n)
     with user_errors():
-        evaluation = judge(q)
-        if smoke:
-            run_live(evaluation, True, q.facts_file, 60.0, False, False)
-    resolution = decide(q, evaluation, "nothing to export")
-    exports = exports_for(evaluation, resolution)
-    try:
         text = emit(shell, exports)
-    except EmitError as exc:
-        raise UserError(str(exc)) from None
     if shell == "gha" and exports.unset:
         note(
             "$GITHUB_ENV cannot unset variables; make sure the workflow does not set: "
             + " ".join(exports.unset)
         )
-    note(f"{evaluation.engine_label}: using {resolution.chosen}")
+    note(f"{evaluation.engine_label}: using {report.resolution.chosen}")
     sys.stdout.write(text)
-
-
-def exports_for(evaluation: Evaluation, resolution: Resolution) -> Exports:
-    """The variables to set and unset; flags and arguments go into the args variable."""
-    from fp4doctor.emit import Exports
-
-    set_env = list(resolution.set_env)
-    variable = evaluation.profile.engine.args_variable
-    args = [f"{flag} {shlex.quote(value)}" for flag, value in resolution.cli_args]
-    args += [f"{name}={value}" for name, value in resolution.arguments]
-    if args and variable:
-        set_env.append((variable, " ".join(args)))
-        how = "a command-line flag" if resolution.cli_args else "an argument"
-        note(
-            f"{evaluation.engine_label} takes this choice only as {how}: "
-            f"pass ${variable} to it ({' '.join(args)})"
-        )
-    if resolution.config:
-        note(
-            f"{evaluation.engine_label} takes this choice only in its options YAML: "
-            f"write it with `fp4doctor config --target {evaluation.profile.target} -o FILE`"
-        )
-    names = {n for n, _ in set_env}
-    return Exports(
-        set=tuple(set_env), unset=tuple(n for n in resolution.unset_env if n not in names)
-    )
 
 
 # --- config ---------------------------------------------------------------------------------
@@ -443,14 +310,15 @@ def config(q: Question, output: str, force: bool) -> None:
     """Write the choice as the engine's own config file (vLLM --config YAML, TensorRT-LLM
     options YAML) or, where the engine reads only variables, a dotenv file. Atomic."""
     from fp4doctor.atomic import write_atomic
-    from fp4doctor.emit import EmitError, emit
+    from fp4doctor.emit import emit
     from fp4doctor.emit.config import render_trtllm_yaml, render_vllm_yaml
+    from fp4doctor.emit.knobs import exports_for
 
-    with user_errors():
-        evaluation = judge(q)
-    resolution = decide(q, evaluation, "nothing to write")
+    report = ask(q)
+    settle(report, "nothing to write")
+    evaluation, resolution = report.evaluation, report.resolution
     fmt = evaluation.profile.engine.config_format
-    try:
+    with user_errors():
         if resolution.config:
             text = render_trtllm_yaml({k: [v] for k, v in resolution.config})
         elif resolution.cli_args and fmt == "vllm-yaml":
@@ -463,14 +331,15 @@ def config(q: Question, output: str, force: bool) -> None:
                     f"{evaluation.engine_label} reads this choice from environment variables: "
                     "writing a dotenv file"
                 )
-            text = emit("dotenv", exports_for(evaluation, resolution))
-    except EmitError as exc:
-        raise UserError(str(exc)) from None
+            exports, notes = exports_for(evaluation.profile, resolution, evaluation.engine_label)
+            for n in notes:
+                note(n)
+            text = emit("dotenv", exports)
     if output == "-":
         sys.stdout.write(text)
         return
     try:
-        write_atomic(Path(output), text, overwrite=force)
+        write_atomic(output, text, overwrite=force)
     except FileExistsError:
         raise UserError(f"{output} exists; pass --force to overwrite it") from None
     except OSError as exc:

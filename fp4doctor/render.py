@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -12,6 +13,7 @@ from fp4doctor import __version__, facts
 from fp4doctor.findings import Finding, Status
 
 if TYPE_CHECKING:  # `probe` renders facts without loading the rules
+    from fp4doctor.doctor import Report
     from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
 
@@ -65,15 +67,11 @@ def host_line(host: facts.HostFacts) -> str:
     return ", ".join(f"{n}× {k}" for k, n in kinds.items())
 
 
-def human(
-    evaluation: Evaluation,
-    resolution: Resolution,
-    *,
-    ready: bool,
-    verbose: bool,
-    style: Style,
-    smoke_note: str | None = None,
-) -> str:
+def human(report: Report, *, verbose: bool, style: Style) -> str:
+    """The report for people: host, backends, environment, live results, the choice."""
+    from fp4doctor.doctor import Outcome
+
+    evaluation, resolution, smoke_note = report.evaluation, report.resolution, report.smoke_note
     out: list[str] = []
     engine = evaluation.engine
     how = {"installed": "installed"}.get(engine.source, engine.source)
@@ -88,7 +86,7 @@ def human(
     if evaluation.era.note:
         out.append(f"  {evaluation.engine_label}: {evaluation.era.note}")
 
-    def block(title: str, findings: list[Finding], passes: bool = False) -> None:
+    def block(title: str, findings: Sequence[Finding], passes: bool = False) -> None:
         shown = [f for f in findings if verbose or passes or f.status is not Status.PASS]
         if not shown:
             return
@@ -141,8 +139,12 @@ def human(
             out.extend(_finding_lines(f, style, verbose))
     for note in resolution.notes:
         out.append(f"    {note}")
-    counts = summary_counts(evaluation.all_findings() + list(resolution.findings))
-    verdict_text = f"READY: use {resolution.chosen}" if ready else "NOT READY"
+    counts = summary_counts(report.findings())
+    verdict_text = {
+        Outcome.READY: f"READY: use {resolution.chosen}",
+        Outcome.NOT_READY: "NOT READY",
+        Outcome.NO_VERDICT: "NO VERDICT",
+    }[report.outcome]
     out.append("")
     out.append(
         style.bold(
@@ -171,11 +173,10 @@ def _finding_lines(f: Finding, style: Style, verbose: bool, indent: int = 2) -> 
     return lines
 
 
-def document(
-    evaluation: Evaluation, resolution: Resolution, *, ready: bool, exit_code: int
-) -> dict[str, Any]:
+def document(report: Report) -> dict[str, Any]:
     """The JSON report: versioned, with every finding."""
-    findings = evaluation.all_findings() + list(resolution.findings)
+    evaluation, resolution = report.evaluation, report.resolution
+    findings = report.findings()
     host = evaluation.facts
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -195,8 +196,9 @@ def document(
             "cuda_visible_devices": host.cuda_visible_devices,
             "synthetic": host.synthetic,
         },
-        "ready": ready,
-        "exit_code": exit_code,
+        "ready": report.ready,
+        "outcome": report.outcome.value,
+        "exit_code": report.outcome.exit_code,
         "summary": summary_counts(findings),
         "backends": {
             name: {
@@ -210,7 +212,7 @@ def document(
         "engine_auto": evaluation.engine_auto,
         "resolution": resolution.to_dict(),
         "findings": [f.to_dict() for f in findings],
-    }
+    } | ({"smoke_note": report.smoke_note} if report.smoke_note else {})
 
 
 def dumps(doc: dict[str, Any]) -> str:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import KNOB_ARGUMENT, KNOB_CLI, KNOB_CONFIG, KNOB_ENV, Knob
 from fp4doctor.rules import Evaluation
-from fp4doctor.rules.backends import conditions_hold
 
 REQUIRE_ANY = "any"
 REQUIRE_NATIVE = "native"
@@ -108,7 +107,7 @@ def resolve(
     elif require == REQUIRE_NATIVE:
         allowed = [b for b in allowed if profile.backends[b].native]
 
-    auto_order = [s.backend for s in era.auto if conditions_hold(s.conditions, evaluation.context)]
+    auto_order = list(evaluation.auto_order)
     chosen: str | None = None
     if preferred is not None and preferred in allowed:
         if usable(preferred):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from smoke_fakes import FAULT_RUN, HAS_TORCH, NO_TORCH, FakeRun, fake_env, run_fakes
 
 from fp4doctor import facts
 
@@ -53,3 +57,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU (NVML sees none)")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+# --- smoke runs through the fakes (tests/smoke_fakes.py) ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
+    """One run through smoke_fakes.FAULT_RUN (wrong answers, crashes, out of memory, then
+    `emulation`), shared by tests/test_smoke_faults.py and tests/test_faults_smoke.py: a
+    worker costs `import torch`, so one run of 4 workers replaces three runs of 6."""
+    if not HAS_TORCH:
+        pytest.skip(NO_TORCH)
+    from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
+
+    pid_dir = tmp_path_factory.mktemp("fault-run-pids")
+    env = fake_env(pid_dir)
+    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:FAKES,smoke_fakes:OOM_FAKES"
+    # Everything that reaches our fd 1 meanwhile is kept (capfd is per test; this is a
+    # session fixture): a worker's stdout must never leak into ours.
+    with tempfile.TemporaryFile() as ours:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(ours.fileno(), 1)
+        try:
+            run = run_fakes(list(FAULT_RUN), pid_dir, timeout_s=60, env=env)
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        ours.seek(0)
+        run.our_stdout = ours.read()
+    return run

@@ -14,6 +14,7 @@ the run. torch is imported only inside the fakes, so importing this module stays
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fp4doctor.smoke.result import SmokeResult
 from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
 
 if TYPE_CHECKING:
@@ -31,6 +33,11 @@ if TYPE_CHECKING:
     from fp4doctor.smoke.cases import Case
 
 PID_DIR_ENV = "FP4DOCTOR_TEST_PID_DIR"
+
+# The workers import torch: without it (`pip install -e '.[test]'` alone) the tests that run
+# them are skipped with this reason (`pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)`).
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+NO_TORCH = "the smoke workers need torch, which is not installed (pip install 'fp4doctor[smoke]')"
 
 
 def fake_env(pid_dir: Path | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -221,3 +228,70 @@ HANGING_EMULATION = (Fake("emulation", _hang),)
 CPU host `fp4doctor check` runs only `emulation`, and a test needs a smoke run that lasts
 long enough to interrupt. Load with `FP4DOCTOR_SMOKE_EXTRA_ADAPTERS=smoke_fakes:HANGING_EMULATION`
 (extra adapters take precedence over built-in ones of the same name)."""
+
+
+# --- runs through the fakes, for the tests (never used by the workers) ------------------------
+
+
+@dataclass
+class FakeRun:
+    """A finished `run_smoke` through the fakes, with what its fakes recorded."""
+
+    results: list[SmokeResult]
+    arrived: list[tuple[float, SmokeResult]]  # (wall-clock time, result) as on_result saw them
+    pid_dir: Path
+    our_stdout: bytes | None = None  # what reached this process's fd 1 during the run, if kept
+
+    def __getitem__(self, adapter: str) -> SmokeResult:
+        (r,) = [r for r in self.results if r.adapter == adapter]
+        return r
+
+    def recorded(self, prefix: str = "") -> dict[str, list[int]]:
+        """`name.pid` files written by the fakes (tests/smoke_fakes.py) -> the pids in them."""
+        return {
+            p.name: [int(x) for x in p.read_text().split()]
+            for p in sorted(self.pid_dir.iterdir())
+            if p.name.startswith(prefix)
+        }
+
+    def worker_of(self, fake: str) -> int:
+        """The pid of the worker that ran `fake` (which ran exactly once)."""
+        (pids,) = self.recorded(f"{fake}.").values()
+        return pids[0]
+
+
+def run_fakes(
+    names: list[str], pid_dir: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> FakeRun:
+    """`run_smoke(names)` on the CPU, the fakes loaded and recording their pids in `pid_dir`."""
+    from fp4doctor.smoke import run_smoke
+
+    arrived: list[tuple[float, SmokeResult]] = []
+    results = run_smoke(
+        names,
+        [],
+        timeout_s=timeout_s,
+        env=fake_env(pid_dir) if env is None else env,
+        on_result=lambda r: arrived.append((time.time(), r)),
+    )
+    return FakeRun(results, arrived, pid_dir)
+
+
+# --- one shared run through the fakes that do not hang (tests/conftest.py: `fault_run`) -------
+
+WRONG_ANSWERS = (
+    "fake-wrong",
+    "fake-30x-small",
+    "fake-unwritten",
+    "fake-raises",
+    "fake-flaky",
+    "no-such-adapter",
+)
+CRASHES = ("fake-abort", "fake-segfault")
+OUT_OF_MEMORY = tuple(fake.name for fake in OOM_FAKES)
+FAULT_RUN = ("fake-junk-stdout", *WRONG_ANSWERS, *CRASHES, *OUT_OF_MEMORY, "emulation")
+"""The order of the shared run. Each worker costs `import torch` (seconds on a small CI host),
+so the junk on stdout, the wrong answers, the crashes and the out-of-memory cases share one
+run of 4 workers: the junk, the wrong answers and the abort in the first, the segfault in the
+second, the three out-of-memory cases in the third (the SIGKILL ends it), and `emulation`, a
+real adapter, in a fourth."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4doctor.atomic import write_atomic
+from fp4doctor.atomic import NotRegularFile, write_atomic
 
 
 def listing(directory: Path) -> list[str]:
@@ -70,23 +70,37 @@ def test_refuses_an_existing_file_without_overwrite(tmp_path: Path) -> None:
     assert listing(tmp_path) == ["knobs.env"]
 
 
-def test_refuses_a_dangling_symlink_without_overwrite(tmp_path: Path) -> None:
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_refuses_a_dangling_symlink(tmp_path: Path, overwrite: bool) -> None:
+    """A file is never created through a link: that is how a planted link redirects a write."""
     target = tmp_path / "link"
     target.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(FileExistsError):
-        write_atomic(target, "new\n", overwrite=False)
+    with pytest.raises(NotRegularFile, match=r"symbolic link to .*elsewhere, which does not exist"):
+        write_atomic(target, "new\n", overwrite=overwrite)
     assert not (tmp_path / "elsewhere").exists()
+    assert os.readlink(target) == str(tmp_path / "elsewhere")
 
 
-def test_overwrite_replaces_a_symlink_instead_of_following_it(tmp_path: Path) -> None:
-    victim = tmp_path / "victim"
-    victim.write_text("precious\n")
+def test_overwrite_follows_a_symlink_to_a_file_and_keeps_the_link(tmp_path: Path) -> None:
+    """The file the link names is replaced atomically; the link itself stays a link."""
+    victim = tmp_path / "real.env"
+    victim.write_text("old\n")
+    victim.chmod(0o640)
     target = tmp_path / "link"
-    target.symlink_to(victim)
+    target.symlink_to("real.env")
     write_atomic(target, "new\n", overwrite=True)
-    assert victim.read_text() == "precious\n"
-    assert not target.is_symlink()
-    assert target.read_text() == "new\n"
+    assert target.is_symlink() and os.readlink(target) == "real.env"
+    assert victim.read_text() == "new\n"
+    assert stat.S_IMODE(os.stat(victim).st_mode) == 0o640
+    assert listing(tmp_path) == ["link", "real.env"]
+
+
+def test_a_symlink_to_a_file_is_an_existing_file_without_overwrite(tmp_path: Path) -> None:
+    (tmp_path / "real.env").write_text("old\n")
+    (tmp_path / "link").symlink_to("real.env")
+    with pytest.raises(FileExistsError):
+        write_atomic(tmp_path / "link", "new\n", overwrite=False)
+    assert (tmp_path / "real.env").read_text() == "old\n"
 
 
 def test_missing_directory_names_the_target(tmp_path: Path) -> None:
@@ -94,6 +108,7 @@ def test_missing_directory_names_the_target(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as info:
         write_atomic(target, "x", overwrite=False)
     assert info.value.filename == str(target)
+    assert info.value.strerror == f"directory {target.parent} does not exist"
 
 
 @pytest.mark.parametrize("overwrite", [False, True])

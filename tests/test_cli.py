@@ -128,7 +128,7 @@ def test_b200_vllm_0_24_prefer_cudnn_emits_the_args_variable() -> None:
     assert p.returncode == 0, p.stderr
     values = bash_eval(p.stdout, "FP4DOCTOR_VLLM_ARGS", "VLLM_NVFP4_GEMM_BACKEND")
     assert values == {
-        "FP4DOCTOR_VLLM_ARGS": "--linear-backend flashinfer_cudnn",
+        "FP4DOCTOR_VLLM_ARGS": "--linear-backend=flashinfer_cudnn",
         "VLLM_NVFP4_GEMM_BACKEND": None,
     }
     assert "command-line flag" in p.stderr

@@ -8,7 +8,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor import profile
-from fp4doctor.profile.markdown import render, spec_text, versions_text
+from fp4doctor.profile.markdown import render, versions_text
+from fp4doctor.versions import spec_text
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "targets"
 REGENERATE = "regenerate with: python docs/targets/generate.py"

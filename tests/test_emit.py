@@ -127,14 +127,16 @@ def test_pwsh_refuses_an_empty_value() -> None:
 
 
 def test_dotenv() -> None:
-    assert emit("dotenv", SIMPLE) == (
-        "# unset C (a dotenv file cannot remove a variable)\nA=x\nB=it's\n"
+    exports = Exports(set=(("A", "x"), ("B", "--linear-backend=flashinfer_cudnn")), unset=("C",))
+    assert emit("dotenv", exports) == (
+        "# unset C (a dotenv file cannot remove a variable)\n"
+        "A=x\nB=--linear-backend=flashinfer_cudnn\n"
     )
 
 
 @pytest.mark.parametrize(
     "value",
-    ["--linear-backend flashinfer_cudnn", "a=b", "a#b", "#x", "a'b\"c", "\\", "é €", "a\tb", ""],
+    ["--linear-backend=flashinfer_cudnn", "a=b", "a:b,c", "x+y@z%1/2_3.4-5", "=", ""],
 )
 def test_dotenv_writes_bare_values(value: str) -> None:
     assert emit("dotenv", Exports(set=(("A", value),))) == f"A={value}\n"
@@ -145,16 +147,27 @@ def test_dotenv_writes_bare_values(value: str) -> None:
     [
         ("a\nb", "newline"),
         ("a\rb", "newline"),
+        ("--linear-backend flashinfer_cudnn", "two flags in one value"),
         (" a", "whitespace"),
         ("a ", "whitespace"),
         ("a\t", "whitespace"),
         ("a\u00a0", "whitespace"),
         ("'a'", "quote"),
         ('"a"', "quote"),
-        ("a #b", "comment"),
-        ("a\t#b", "comment"),
-        ("${HOME}", r"\$"),
-        ("$HOME", r"\$"),
+        ("a'b", "quote"),
+        ("\\", "backslash"),
+        ("a #b", "whitespace"),
+        ("a#b", "comment"),
+        ("#x", "comment"),
+        ("~/x", "tilde"),
+        ("${HOME}", r"expands"),
+        ("$HOME", r"expands"),
+        ("`id`", r"expands"),
+        ("a;b", "operator"),
+        ("a|b", "operator"),
+        ("(a)", "operator"),
+        ("é", "ASCII"),
+        ("\x1b", "ASCII"),
         ("x" * 70_000, "64"),
     ],
 )
@@ -162,6 +175,8 @@ def test_dotenv_refuses_what_its_readers_would_change(value: str, why: str) -> N
     with pytest.raises(EmitError, match=rf"cannot emit A for dotenv.*{why}") as info:
         emit("dotenv", Exports(set=(("A", value),)))
     assert info.value.key == "A"
+    assert "fp4doctor env --shell sh" in str(info.value)
+    assert "fp4doctor config" in str(info.value)
 
 
 def test_gha_with_a_known_delimiter() -> None:
@@ -422,7 +437,7 @@ def test_dotenv_reads_back_exactly_in_python_dotenv_and_docker(exports: Exports)
 @given(exports=exports_strategy())
 def test_dotenv_accepts_every_plain_value(exports: Exports) -> None:
     plain = Exports(
-        set=tuple((k, re.sub(r"[\s'\"$#]", "", v) + "-v") for k, v in exports.set),
+        set=tuple((k, re.sub(r"[^A-Za-z0-9_.,:+=@%/-]", "", v) + "-v") for k, v in exports.set),
         unset=exports.unset,
     )
     emit("dotenv", plain)

@@ -139,9 +139,17 @@ def test_probe_reads_a_broken_torchs_version_without_importing_it(
     assert broken_torch.importers() == {}  # the probe never ran `import torch`
 
 
+# The GPU hidden from the doctor and its worker, as `CUDA_VISIBLE_DEVICES=""` hides it from
+# CUDA: these tests are about a CPU host (the smoke run is `emulation` on the CPU, the verdict
+# "not ready"), and on a GPU host they would otherwise judge that GPU.
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+
+
 def test_check_turns_a_broken_torch_into_an_error_finding(broken_torch: BrokenTorch) -> None:
-    done = fp4doctor_cli("check", "--target", "vllm", "--json", pythonpath=broken_torch.site)
-    assert done.returncode == 1, done.stderr  # not ready (no GPU), not a crash
+    done = fp4doctor_cli(
+        "check", "--target", "vllm", "--json", pythonpath=broken_torch.site, extra_env=NO_GPU
+    )
+    assert done.returncode == 1, done.stderr  # not ready (no GPU visible), not a crash
     assert "Traceback" not in done.stderr
     report = json.loads(done.stdout)
     (smoke,) = [f for f in report["findings"] if f["id"].startswith("smoke.")]
@@ -194,9 +202,15 @@ def test_check_says_an_unreadable_engine_is_judged_without_its_metadata(
     damaged_site: Path,
 ) -> None:
     done = fp4doctor_cli(
-        "check", "--target", "vllm", "--json", "--no-smoke", pythonpath=damaged_site
+        "check",
+        "--target",
+        "vllm",
+        "--json",
+        "--no-smoke",
+        pythonpath=damaged_site,
+        extra_env=NO_GPU,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 1, done.stderr  # not ready (no GPU visible), not a crash
     assert "Traceback" not in done.stderr
     findings = {f["id"]: f for f in json.loads(done.stdout)["findings"]}
     vllm = findings["host.package.vllm"]

@@ -3,7 +3,9 @@ Ctrl-C delivered to the whole `fp4doctor check` command while its live GEMM runs
 
 The out-of-memory cases are labelled fakes (tests/smoke_fakes.py, `OOM_FAKES`): CUDA's
 exception with its words (no GPU here), a real allocation failure made safe by capping the
-worker's address space, and the SIGKILL that the kernel's OOM killer sends.
+worker's address space, and the SIGKILL that the kernel's OOM killer sends. They run in the
+smoke run shared with tests/test_smoke_faults.py (`fault_run` in tests/conftest.py: after the
+wrong answers and the crashes, before `emulation`), since each worker costs `import torch`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from pathlib import Path
 import pytest
 from processes import alive as _alive
 from processes import still_alive as _still_alive
-from smoke_fakes import OOM_FAKES, fake_env
+from smoke_fakes import CRASHES, HAS_TORCH, NO_TORCH, OUT_OF_MEMORY, FakeRun, fake_env
 
-from fp4doctor.smoke import SmokeResult, run_smoke
+from fp4doctor.smoke import SmokeResult
 from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
 
 WORKER_MODULE = "fp4doctor.smoke.worker"
@@ -84,12 +86,8 @@ def _workers(token: str) -> dict[int, str]:
 
 
 @pytest.fixture(scope="module")
-def oom(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[SmokeResult], Path]:
-    pid_dir = tmp_path_factory.mktemp("pids")
-    env = fake_env(pid_dir)
-    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:FAKES,smoke_fakes:OOM_FAKES"
-    names = [fake.name for fake in OOM_FAKES] + ["emulation"]
-    return run_smoke(names, [], timeout_s=60, env=env), pid_dir
+def oom(fault_run: FakeRun) -> tuple[list[SmokeResult], FakeRun]:
+    return fault_run.results, fault_run
 
 
 def _result(results: list[SmokeResult], adapter: str) -> SmokeResult:
@@ -98,7 +96,7 @@ def _result(results: list[SmokeResult], adapter: str) -> SmokeResult:
 
 
 def test_cuda_out_of_memory_is_an_error_in_the_allocators_words(
-    oom: tuple[list[SmokeResult], Path],
+    oom: tuple[list[SmokeResult], FakeRun],
 ) -> None:
     """fake: CUDA's OutOfMemoryError and message, raised on a host without a GPU."""
     r = _result(oom[0], "fake-oom-cuda")
@@ -109,7 +107,7 @@ def test_cuda_out_of_memory_is_an_error_in_the_allocators_words(
 
 
 def test_a_real_allocation_failure_is_an_error_naming_the_size(
-    oom: tuple[list[SmokeResult], Path],
+    oom: tuple[list[SmokeResult], FakeRun],
 ) -> None:
     """Real: the worker's address space is capped (RLIMIT_AS) and a 1 GiB tensor is asked for."""
     r = _result(oom[0], "fake-oom-rlimit")
@@ -119,7 +117,7 @@ def test_a_real_allocation_failure_is_an_error_naming_the_size(
 
 
 def test_a_worker_killed_like_the_oom_killer_does_is_an_error_naming_sigkill(
-    oom: tuple[list[SmokeResult], Path],
+    oom: tuple[list[SmokeResult], FakeRun],
 ) -> None:
     """fake: the worker sends itself SIGKILL, the OOM killer's signal (no memory exhausted)."""
     r = _result(oom[0], "fake-oom-killed")
@@ -127,26 +125,25 @@ def test_a_worker_killed_like_the_oom_killer_does_is_an_error_naming_sigkill(
 
 
 def test_after_the_out_of_memory_cases_the_rest_still_runs_and_nothing_is_left(
-    oom: tuple[list[SmokeResult], Path],
+    oom: tuple[list[SmokeResult], FakeRun],
 ) -> None:
-    results, pid_dir = oom
-    assert [r.adapter for r in results] == [
-        "fake-oom-cuda",
-        "fake-oom-rlimit",
-        "fake-oom-killed",
-        "emulation",
-    ]
+    results, run = oom
+    names = [r.adapter for r in results]
+    first = names.index(OUT_OF_MEMORY[0])
+    assert names[first:] == [*OUT_OF_MEMORY, "emulation"]
     assert _result(results, "emulation").status == "pass"
-    # The two raised OOMs share the first worker; the SIGKILL cost it, and a fresh worker
-    # ran emulation (which the fakes do not record).
-    pids = set(_recorded(pid_dir))
-    assert len(pids) == 1
-    assert _still_alive(pids) == []
+    # The two raised OOMs share one worker (fresh after the crash before them); the SIGKILL
+    # cost it, and a fresh worker ran emulation (which the fakes do not record).
+    workers = {run.worker_of(name) for name in OUT_OF_MEMORY}
+    assert len(workers) == 1
+    assert workers.isdisjoint(run.worker_of(name) for name in CRASHES)
+    assert _still_alive(workers) == []
 
 
 # --- Ctrl-C on the whole command --------------------------------------------------------------
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
 def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
     tmp_path: Path,
 ) -> None:
@@ -202,12 +199,12 @@ def test_ctrl_c_reaches_every_command_the_same_way(monkeypatch: pytest.MonkeyPat
     """In-process: a KeyboardInterrupt from anywhere under a command is exit 130, one line."""
     from click.testing import CliRunner
 
-    from fp4doctor import cli
+    from fp4doctor import cli, doctor
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "load_facts", interrupted)
+    monkeypatch.setattr(doctor, "_host_and_profile", interrupted)
     for args in (["check", "--no-smoke"], ["env"], ["config", "-o", "-"]):
         result = CliRunner().invoke(cli.main, args)
         assert result.exit_code == 130, (args, result.output)

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from fp4doctor.cli import main
 from fp4doctor.profile import ProfileError, load, load_file
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.schema import parse
 
 GOOD = textwrap.dedent(
@@ -68,7 +69,7 @@ def test_good_profile_parses_into_the_model() -> None:
     assert knob.backend_for("SLOW") == "slow"
     assert knob.backend_for("slow") == "slow"
     assert knob.backend_for("Fast") is None  # case-sensitive by default
-    assert p.backends["fast"].requires[0].arg == (100,)
+    assert p.backends["fast"].requires[0].kind == ComputeCapability(exact=(100,))
 
 
 @pytest.mark.parametrize(

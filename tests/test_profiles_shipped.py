@@ -20,7 +20,12 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from fp4doctor import profile
+from fp4doctor import profile, versions
+from fp4doctor.profile.kinds.all_of import AllOf
+from fp4doctor.profile.kinds.any_of import AnyOf
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
+from fp4doctor.profile.kinds.package import Package
+from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.model import Backend, Era, Knob, Profile, Requirement
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
@@ -91,8 +96,8 @@ def sample_versions(target: str) -> list[str]:
 
 
 def contains(spec: SpecifierSet, version: str) -> bool:
-    # Release candidates are real engine versions: an era must claim them too.
-    return spec.contains(Version(version), prereleases=True)
+    """The doctor's own meaning of "this version is in that range" (fp4doctor.versions)."""
+    return bool(versions.contains(spec, version))
 
 
 def eras_of(p: Profile, version: str) -> list[Era]:
@@ -168,7 +173,12 @@ def test_eras_leave_no_gap_and_do_not_overlap(target: str) -> None:
     probes = {"0.0.1", p.engine.newest_known, "999.0"}
     for b in boundaries(p):
         probes |= {b, just_below(b), f"{b}.post1"}
+    oldest = versions.bounds(p.eras[0].versions)[0]
     for version in sorted(probes, key=Version):
+        if oldest is not None and versions.release_of(version) < oldest:
+            # older than the profile covers: in no era (the doctor gives no verdict)
+            assert not eras_of(p, version), f"{target} {version} is older than its first era"
+            continue
         era_of(p, version)
 
 
@@ -251,8 +261,8 @@ def named_conditions(p: Profile) -> dict[str, tuple[Requirement, ...]]:
 
     def walk(reqs: tuple[Requirement, ...]) -> None:
         for req in reqs:
-            if req.kind == "use" and isinstance(req.arg, str):
-                found[req.arg] = req.children
+            if isinstance(req.kind, Use):
+                found[req.kind.name] = req.children
             walk(req.children)
 
     for b in p.backends.values():
@@ -275,7 +285,7 @@ def test_every_rule_has_a_source(target: str) -> None:
     lists.update({f"conditions.{n}": reqs for n, reqs in named_conditions(p).items()})
     for where, reqs in lists.items():
         # a `use` points at a condition whose entries carry the sources
-        missing += [f"{where}.{r.id}" for r in reqs if r.kind != "use" and not r.source]
+        missing += [f"{where}.{r.id}" for r in reqs if not isinstance(r.kind, Use) and not r.source]
     for b in p.backends.values():
         missing += [f"backends.{b.name}.advisories.{a.id}" for a in b.advisories if not a.source]
     for era in p.eras:
@@ -311,9 +321,9 @@ def applies(req: Requirement, fi_version: str) -> bool:
 def flashinfer_rules(reqs: tuple[Requirement, ...]) -> Iterator[Requirement]:
     """Every rule that must hold (use and all_of expanded; any_of alternatives left out)."""
     for req in reqs:
-        if req.kind in ("use", "all_of"):
+        if isinstance(req.kind, (Use, AllOf)):
             yield from flashinfer_rules(req.children)
-        elif req.kind != "any_of":
+        elif not isinstance(req.kind, AnyOf):
             yield req
 
 
@@ -326,13 +336,14 @@ def table_at(backend: Backend, fi_version: str) -> set[int] | None:
     """
     table: set[int] | None = None
     for req in flashinfer_rules(backend.requires):
-        gate = req.kind == "package" and req.arg == FLASHINFER and not req.when
-        if gate and req.version is not None and not contains(req.version, fi_version):
+        kind = req.kind
+        gate = isinstance(kind, Package) and kind.name == FLASHINFER and not req.when
+        if gate and kind.version is not None and not contains(kind.version, fi_version):
             return None
-        if req.kind == "compute_capability" and isinstance(req.arg, tuple):
+        if isinstance(kind, ComputeCapability) and kind.exact:
             if not applies(req, fi_version):
                 continue
-            ccs = {int(c) for c in req.arg}
+            ccs = set(kind.exact)
             table = ccs if table is None else table & ccs
     assert table is not None, f"{backend.name} has no compute-capability list"
     return table

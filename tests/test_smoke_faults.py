@@ -9,16 +9,20 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from processes import still_alive as _still_alive
-from smoke_fakes import fake_env
+from smoke_fakes import CRASHES, HAS_TORCH, NO_TORCH, WRONG_ANSWERS, FakeRun, fake_env, run_fakes
 
 from fp4doctor.smoke import SmokeResult, run_smoke
 from fp4doctor.smoke import runner as smoke_runner
 
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
+
+# The hang's timeout. It bounds every adapter of its run, so the adapter after the hang is a
+# fake that answers at once (a real GEMM could need longer on a loaded CPU); even so the
+# harness builds its test case first, which takes over a second on a loaded 2-core host.
 TIMEOUT_S = 3.0
 
 
@@ -31,61 +35,32 @@ def _recorded(pid_dir: Path, prefix: str = "") -> dict[str, list[int]]:
     }
 
 
-@dataclass
-class Run:
-    results: list[SmokeResult]
-    arrived: list[tuple[float, SmokeResult]]  # (wall-clock time, result) as on_result saw them
-    pid_dir: Path
-
-    def __getitem__(self, adapter: str) -> SmokeResult:
-        (r,) = [r for r in self.results if r.adapter == adapter]
-        return r
-
-
-def _run(names: list[str], pid_dir: Path, timeout_s: float) -> Run:
-    arrived: list[tuple[float, SmokeResult]] = []
-    results = run_smoke(
-        names,
-        [],
-        timeout_s=timeout_s,
-        env=fake_env(pid_dir),
-        on_result=lambda r: arrived.append((time.time(), r)),
-    )
-    return Run(results, arrived, pid_dir)
+# The wrong answers and the crashes are read from one run shared with tests/test_faults_smoke.py
+# (`fault_run` in tests/conftest.py, in the order of smoke_fakes.FAULT_RUN).
 
 
 @pytest.fixture(scope="module")
-def wrong_answers(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    names = [
-        "fake-wrong",
-        "fake-30x-small",
-        "fake-unwritten",
-        "fake-raises",
-        "fake-flaky",
-        "no-such-adapter",
-        "emulation",
-    ]
-    return _run(names, tmp_path_factory.mktemp("pids"), timeout_s=60)
+def wrong_answers(fault_run: FakeRun) -> FakeRun:
+    return fault_run
 
 
 @pytest.fixture(scope="module")
-def crashes(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    names = ["fake-abort", "fake-segfault", "emulation"]
-    return _run(names, tmp_path_factory.mktemp("pids"), timeout_s=60)
+def crashes(fault_run: FakeRun) -> FakeRun:
+    return fault_run
 
 
 @pytest.fixture(scope="module")
-def hang(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    # The timeout applies to every adapter of a run; a short one would also cut a real GEMM
-    # on a loaded CPU, so the adapter after the hang is a fake that answers at once.
+def hang(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
+    if not HAS_TORCH:
+        pytest.skip(NO_TORCH)
     names = ["fake-hang", "fake-where"]
-    return _run(names, tmp_path_factory.mktemp("pids"), timeout_s=TIMEOUT_S)
+    return run_fakes(names, tmp_path_factory.mktemp("pids"), timeout_s=TIMEOUT_S)
 
 
 # --- wrong answers: status fail, with the numbers -------------------------------------------
 
 
-def test_a_wrong_result_fails_with_its_max_error(wrong_answers: Run) -> None:
+def test_a_wrong_result_fails_with_its_max_error(wrong_answers: FakeRun) -> None:
     r = wrong_answers["fake-wrong"]
     assert r.status == "fail"
     assert r.reason.startswith("m=128 n=256 k=512: max |out-ref| = ")
@@ -94,21 +69,21 @@ def test_a_wrong_result_fails_with_its_max_error(wrong_answers: Run) -> None:
     assert r.norm_ratio == pytest.approx(1.0, abs=0.01)  # right size, wrong places
 
 
-def test_a_result_30x_too_small_fails_on_the_norm_ratio(wrong_answers: Run) -> None:
+def test_a_result_30x_too_small_fails_on_the_norm_ratio(wrong_answers: FakeRun) -> None:
     r = wrong_answers["fake-30x-small"]
     assert r.status == "fail"
     assert "output 30.0x too small: ||out||/||ref|| = 0.0333 (needs 0.9–1.1)" in r.reason
     assert r.norm_ratio == pytest.approx(1 / 30, rel=0.01)
 
 
-def test_a_half_unwritten_output_fails_with_the_count(wrong_answers: Run) -> None:
+def test_a_half_unwritten_output_fails_with_the_count(wrong_answers: FakeRun) -> None:
     r = wrong_answers["fake-unwritten"]
     assert r.status == "fail"
     assert r.unwritten == 128 * 128
     assert r.reason == "m=128 n=256 k=512: 16384 of 32768 outputs never written (NaN)"
 
 
-def test_a_library_exception_fails_in_the_librarys_words(wrong_answers: Run) -> None:
+def test_a_library_exception_fails_in_the_librarys_words(wrong_answers: FakeRun) -> None:
     r = wrong_answers["fake-raises"]
     assert r.status == "fail"
     assert r.reason == (
@@ -119,7 +94,7 @@ def test_a_library_exception_fails_in_the_librarys_words(wrong_answers: Run) -> 
     assert r.shapes == [[128, 256, 512]]
 
 
-def test_a_kernel_right_once_but_wrong_on_repeated_calls_fails(wrong_answers: Run) -> None:
+def test_a_kernel_right_once_but_wrong_on_repeated_calls_fails(wrong_answers: FakeRun) -> None:
     r = wrong_answers["fake-flaky"]
     assert r.status == "fail"
     assert r.reason.startswith(
@@ -127,44 +102,52 @@ def test_a_kernel_right_once_but_wrong_on_repeated_calls_fails(wrong_answers: Ru
     )
 
 
-def test_an_unknown_adapter_is_an_error(wrong_answers: Run) -> None:
+def test_an_unknown_adapter_is_an_error(wrong_answers: FakeRun) -> None:
     r = wrong_answers["no-such-adapter"]
     assert r.status == "error"
     assert r.reason.startswith("unknown smoke adapter 'no-such-adapter' (known: emulation, ")
 
 
-def test_wrong_answers_do_not_stop_the_next_adapter(wrong_answers: Run) -> None:
-    assert wrong_answers["emulation"].status == "pass"
-    workers = {pids[0] for pids in _recorded(wrong_answers.pid_dir).values()}
-    assert len(workers) == 1  # no crash, so no restart
+def test_wrong_answers_do_not_stop_the_next_adapter(wrong_answers: FakeRun) -> None:
+    names = [r.adapter for r in wrong_answers.results]
+    first = names.index(WRONG_ANSWERS[0])
+    assert names[first : first + len(WRONG_ANSWERS) + 1] == [*WRONG_ANSWERS, "fake-abort"]
+    assert wrong_answers["fake-abort"].status == "error"  # it ran, and crashed as it should
+    # No crash among them, so no restart: they and the adapter after them shared one worker.
+    fakes = [*(n for n in WRONG_ANSWERS if n.startswith("fake-")), "fake-abort"]
+    assert len({wrong_answers.worker_of(name) for name in fakes}) == 1
 
 
 # --- crashes and hangs: status error, a fresh worker for the rest ---------------------------
 
 
-def test_an_abort_is_an_error_naming_sigabrt(crashes: Run) -> None:
+def test_an_abort_is_an_error_naming_sigabrt(crashes: FakeRun) -> None:
     r = crashes["fake-abort"]
     assert r.status == "error"
     assert r.reason == "crashed: worker killed by SIGABRT (signal 6)"
     assert r.library_error is not None and "Fatal Python error: Aborted" in r.library_error
 
 
-def test_a_segfault_is_an_error_naming_sigsegv(crashes: Run) -> None:
+def test_a_segfault_is_an_error_naming_sigsegv(crashes: FakeRun) -> None:
     r = crashes["fake-segfault"]
     assert r.status == "error"
     assert r.reason == "crashed: worker killed by SIGSEGV (signal 11)"
     assert r.library_error is not None and "Segmentation fault" in r.library_error
 
 
-def test_the_adapter_after_the_crashes_still_runs_and_passes(crashes: Run) -> None:
-    assert [r.adapter for r in crashes.results] == ["fake-abort", "fake-segfault", "emulation"]
-    assert crashes["emulation"].status == "pass"
-    # Each crash cost its worker: two fakes, two different worker processes.
-    workers = {pids[0] for pids in _recorded(crashes.pid_dir).values()}
-    assert len(workers) == 2
+def test_the_adapter_after_the_crashes_still_runs_and_passes(crashes: FakeRun) -> None:
+    names = [r.adapter for r in crashes.results]
+    after = names[names.index("fake-segfault") + 1]
+    assert names.index("fake-segfault") == names.index("fake-abort") + 1
+    assert crashes[after].status == "error" and crashes[after].reason.startswith("out of memory")
+    assert names[-1] == "emulation" and crashes["emulation"].status == "pass"
+    # Each crash cost its worker: two fakes, two different worker processes, and the adapter
+    # after the segfault ran in a third.
+    workers = [crashes.worker_of(name) for name in (*CRASHES, after)]
+    assert len(set(workers)) == 3
 
 
-def test_a_hang_times_out_on_time(hang: Run) -> None:
+def test_a_hang_times_out_on_time(hang: FakeRun) -> None:
     r = hang["fake-hang"]
     assert r.status == "error"
     assert r.reason == f"timed out after {TIMEOUT_S:g} s; the worker was killed"
@@ -174,7 +157,7 @@ def test_a_hang_times_out_on_time(hang: Run) -> None:
     assert TIMEOUT_S - 1.0 <= ended - started.stat().st_mtime <= TIMEOUT_S + 3.0
 
 
-def test_the_adapter_after_a_hang_runs_in_a_fresh_worker(hang: Run) -> None:
+def test_the_adapter_after_a_hang_runs_in_a_fresh_worker(hang: FakeRun) -> None:
     assert [r.adapter for r in hang.results] == ["fake-hang", "fake-where"]
     assert (hang["fake-where"].status, hang["fake-where"].reason) == (
         "skip",
@@ -184,28 +167,33 @@ def test_the_adapter_after_a_hang_runs_in_a_fresh_worker(hang: Run) -> None:
     assert len(workers) == 2
 
 
-@pytest.mark.parametrize(("run", "processes"), [("crashes", 2), ("hang", 3)])
+@pytest.mark.parametrize(("run", "processes"), [("crashes", 3), ("hang", 3)])
 def test_no_process_outlives_the_run(
     run: str, processes: int, request: pytest.FixtureRequest
 ) -> None:
     pid_dir = request.getfixturevalue(run).pid_dir
     pids = {p for pids in _recorded(pid_dir).values() for p in pids}
-    assert len(pids) == processes  # the workers, and the hang's own child
+    # The workers of the fakes (crashes: the wrong answers' and the abort's, the segfault's,
+    # the out-of-memory cases'), and the hang's own child.
+    assert len(pids) == processes
     assert _still_alive(pids) == []
 
 
 # --- the protocol ----------------------------------------------------------------------------
 
 
+@needs_torch
 def test_junk_on_a_workers_stdout_reaches_neither_the_protocol_nor_our_stdout(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    fault_run: FakeRun,
 ) -> None:
-    results = run_smoke(["fake-junk-stdout", "emulation"], [], env=fake_env(tmp_path))
-    assert [(r.adapter, r.status) for r in results] == [
-        ("fake-junk-stdout", "pass"),
-        ("emulation", "pass"),
-    ]
-    assert capfd.readouterr().out == ""
+    """The junk (a protocol-looking `fail` result, a `done`) is the shared run's first adapter."""
+    junk = [r for r in fault_run.results if r.adapter == "fake-junk-stdout"]
+    assert [(r.adapter, r.status) for r in junk] == [("fake-junk-stdout", "pass")]
+    # The worker carried on after it, and the adapter after it got its own result.
+    assert fault_run.results[1].adapter == WRONG_ANSWERS[0]
+    assert fault_run.worker_of("fake-junk-stdout") == fault_run.worker_of(WRONG_ANSWERS[0])
+    assert fault_run["emulation"].status == "pass"
+    assert fault_run.our_stdout == b""
 
 
 # --- workers that never get going --------------------------------------------------------------
@@ -266,6 +254,7 @@ sys.exit(1)
 """
 
 
+@needs_torch
 def test_ctrl_c_kills_every_worker_and_keeps_what_finished(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", _INTERRUPTED],
@@ -291,6 +280,7 @@ def test_ctrl_c_kills_every_worker_and_keeps_what_finished(tmp_path: Path) -> No
     assert _still_alive(pids) == []
 
 
+@needs_torch
 def test_a_failing_callback_stops_the_run_and_is_re_raised(tmp_path: Path) -> None:
     class Boom(Exception):
         pass
@@ -299,9 +289,9 @@ def test_a_failing_callback_stops_the_run_and_is_re_raised(tmp_path: Path) -> No
         raise Boom(result.adapter)
 
     t0 = time.monotonic()
-    with pytest.raises(Boom, match="emulation"):
+    with pytest.raises(Boom, match="fake-wrong"):
         run_smoke(
-            ["emulation", "fake-hang"],
+            ["fake-wrong", "fake-hang"],  # a first result at once, then a hang not waited for
             [],
             timeout_s=60,
             env=fake_env(tmp_path),

@@ -1,21 +1,27 @@
-"""dotenv lines (`NAME=value`) that python-dotenv and ``docker run --env-file`` read alike.
+"""dotenv files (``NAME=value`` lines) that every reader of ours reads to the same value.
 
-Docker's env-file reader takes everything after the first ``=`` literally: it has no quoting
-and no escapes. python-dotenv strips quotes, whitespace and `` #`` comments, and expands
-``${NAME}``. The only form both read as the same value is an unquoted value that none of
-python-dotenv's rules touch, so a value is written bare and refused when it:
+A dotenv file of ours is read in three ways, and docs/pipelines.md promises all three:
 
-- holds a newline or CR (a line ends there; docker drops a trailing CR);
-- starts or ends with whitespace (python-dotenv strips it, docker keeps it);
-- starts with a quote (python-dotenv reads a quoted value, docker keeps the quotes);
-- holds whitespace followed by ``#`` (python-dotenv reads a comment);
-- holds ``$`` (python-dotenv expands ``${NAME}``; Docker Compose's ``env_file`` also
-  expands ``$NAME``);
-- makes the line longer than docker's 64 KiB line limit.
+- a POSIX shell, ``set -a; . ./fp4.env; set +a`` (dash, bash): quotes and backslashes are
+  removed, ``$`` and backquotes expand, whitespace ends the assignment and the rest of the
+  line runs as a command, ``; & | < > ( )`` are operators, ``~`` expands after ``=`` or ``:``;
+- ``docker run --env-file``: everything after the first ``=`` is the value, literally: no
+  quoting, no escapes, no comments; a line is at most 64 KiB;
+- python-dotenv (``dotenv_values``, ``load_dotenv``): quotes are removed, leading and
+  trailing whitespace (Unicode whitespace included) is stripped, whitespace then ``#`` starts
+  a comment, ``${NAME}`` expands.
 
-A dotenv file cannot remove a variable: a name to unset is written as a comment, so the
-reader sees which knob conflicts. A dotenv file is not a shell script: for a shell, use the
-shell formats, which quote every value.
+docker keeps quotes literally and the shell needs them for anything special, so no quoting
+works for all three: the only common form is a bare value that none of them gives a
+meaning. A value is therefore written bare when it is made only of ASCII letters, digits and
+``_ - . / : , + = @ %`` (``--linear-backend=flashinfer_cudnn``, ``a:b,c``, the empty value),
+and refused otherwise with an EmitError that says which reader would change it and what to
+use instead. Engine flags are emitted as one word (``--flag=value``) so that they fit; a value
+that still holds a space (two flags) cannot be a dotenv value: source ``fp4doctor env --shell
+sh`` (or ``bash``) in a shell, or write the engine's own config file with ``fp4doctor config``.
+
+A dotenv file cannot remove a variable: a name to unset is written as a comment, which all
+three readers skip, so the reader sees which knob conflicts.
 """
 
 from __future__ import annotations
@@ -28,27 +34,65 @@ from fp4doctor.emit.exports import EmitError, Exports
 # the limit covers the line and its newline.
 DOCKER_MAX_LINE_BYTES = 64 * 1024 - 1
 
-_WHITESPACE_THEN_HASH = re.compile(r"\s#")
+# Any character other than those that no reader gives a meaning, anywhere in a value.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:+=@%/-]")
+
+_INSTEAD = (
+    "; for a shell use `fp4doctor env --shell sh` (or bash), for the engine `fp4doctor config`"
+)
+
+# Why a character that _UNSAFE finds would be read differently; the first match wins.
+_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"[\n\r]"), "a newline or carriage return ends a dotenv line"),
+    (
+        re.compile(r"\s"),
+        "`. FILE` in sh ends the assignment at whitespace and runs the rest as a command, "
+        "python-dotenv strips it at the ends, and docker --env-file keeps quotes literally, "
+        "so no quoting reads the same in all three",
+    ),
+    (
+        re.compile(r"[$`]"),
+        "sh expands it (python-dotenv too, in '${'), docker --env-file keeps it literally",
+    ),
+    (
+        re.compile(r"[\"'\\]"),
+        "sh and python-dotenv remove quotes and backslashes, docker --env-file keeps them",
+    ),
+    (
+        re.compile(r"[;&|<>()]"),
+        "sh reads it as an operator and would run the rest of the line as a command",
+    ),
+    (
+        re.compile(r"[#~*?\[\]{}!^]"),
+        "sh or python-dotenv give it a meaning in some positions (comment, tilde, glob)",
+    ),
+)
 
 
 def check_value(name: str, value: str) -> None:
-    """Raise EmitError when python-dotenv or docker would not read `value` back unchanged."""
-
-    def refuse(why: str) -> EmitError:
-        return EmitError.refused("dotenv", name, why)
-
-    if "\n" in value or "\r" in value:
-        raise refuse("a dotenv value cannot hold a newline or carriage return")
-    if value[:1].isspace() or value[-1:].isspace():
-        raise refuse("python-dotenv strips leading and trailing whitespace, docker keeps it")
-    if value[:1] in ("'", '"'):
-        raise refuse("python-dotenv reads a leading quote as quoting, docker keeps it")
-    if _WHITESPACE_THEN_HASH.search(value):
-        raise refuse("python-dotenv reads whitespace followed by '#' as a comment")
-    if "$" in value:
-        raise refuse("python-dotenv and Docker Compose expand '$' in values")
+    """Raise EmitError unless sh, docker and python-dotenv all read `value` back unchanged."""
+    unsafe = _UNSAFE.search(value)
+    if unsafe is not None:
+        bad = unsafe.group()
+        raise EmitError.refused(
+            "dotenv", name, f"the value holds {bad!r}: {_reason(bad)}{_INSTEAD}"
+        )
     if len(f"{name}={value}".encode()) > DOCKER_MAX_LINE_BYTES:
-        raise refuse("docker reads env-file lines of at most 64 KiB")
+        raise EmitError.refused(
+            "dotenv", name, f"docker reads env-file lines of at most 64 KiB{_INSTEAD}"
+        )
+
+
+def _reason(char: str) -> str:
+    if char == " ":  # the likely cause: engine flags not joined as --flag=value
+        return "two flags in one value? " + _reason("\t")
+    for pattern, why in _REASONS:
+        if pattern.fullmatch(char):
+            return why
+    return (
+        "only ASCII letters, digits and _ - . / : , + = @ % are written bare, so that sh in "
+        "any locale, docker and python-dotenv read the same bytes"
+    )
 
 
 def render(exports: Exports) -> str:

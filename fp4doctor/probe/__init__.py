@@ -6,28 +6,37 @@ Each part is guarded: a probe that fails becomes a reason in `probe_errors` (or 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from fp4doctor import __version__
-from fp4doctor.facts import CudnnFacts, HostFacts, NvmlFacts, PackageFacts, ToolchainFacts
+from fp4doctor.facts import (
+    CudnnFacts,
+    HostFacts,
+    NvmlFacts,
+    PackageFacts,
+    ToolchainFacts,
+    canonical_name,
+)
 from fp4doctor.probe.cudnn import probe_cudnn
 from fp4doctor.probe.environment import probe_environment
 from fp4doctor.probe.gpus import GpuReport, probe_gpus
-from fp4doctor.probe.packages import probe_packages
+from fp4doctor.probe.packages import PACKAGES, probe_packages
 from fp4doctor.probe.toolchain import probe_toolchain
 
-__all__ = ["probe_host"]
+__all__ = ["probe_host", "with_packages"]
 
 T = TypeVar("T")
 
 
-def probe_host(environ: Mapping[str, str] | None = None) -> HostFacts:
-    """Everything the rules need to know about this host, as seen under `environ`."""
+def probe_host(environ: Mapping[str, str] | None = None, packages: Iterable[str] = ()) -> HostFacts:
+    """Everything the rules need to know about this host, as seen under `environ`; `packages`
+    adds the distributions a profile reads to the core list."""
     env = os.environ if environ is None else environ
     errors: dict[str, str] = {}
 
@@ -38,9 +47,10 @@ def probe_host(environ: Mapping[str, str] | None = None) -> HostFacts:
             errors[name] = f"{type(exc).__name__}: {exc}"
             return fallback
 
-    packages = guarded("packages", probe_packages, PackageFacts())
+    wanted = list(dict.fromkeys([*PACKAGES, *packages]))
+    found = guarded("packages", lambda: probe_packages(names=wanted), PackageFacts())
     # The cuDNN reader and `nvcc --version` are subprocesses: let them run while NVML answers.
-    cudnn_pending = _in_background(lambda: probe_cudnn(env, packages))
+    cudnn_pending = _in_background(lambda: probe_cudnn(env, found))
     toolchain_pending = _in_background(lambda: probe_toolchain(env))
     gpu_report = guarded(
         "gpus",
@@ -62,12 +72,27 @@ def probe_host(environ: Mapping[str, str] | None = None) -> HostFacts:
         nvml=gpu_report.nvml,
         gpus=gpu_report.gpus,
         cuda_visible_devices=gpu_report.cuda_visible_devices,
-        packages=packages,
+        packages=found,
         cudnn=cudnn,
         toolchain=toolchain,
         env=variables,
         probe_errors=errors,
     )
+
+
+def with_packages(host: HostFacts, names: Iterable[str]) -> HostFacts:
+    """`host` with the versions of `names` it did not look up yet (this host only)."""
+    missing = [n for n in names if canonical_name(n) not in host.packages.versions]
+    missing = [n for n in missing if canonical_name(n) not in host.packages.errors]
+    if not missing:
+        return host
+    more = probe_packages(names=missing)
+    merged = dataclasses.replace(
+        host.packages,
+        versions={**host.packages.versions, **more.versions},
+        errors={**host.packages.errors, **more.errors},
+    )
+    return dataclasses.replace(host, packages=merged)
 
 
 def _in_background(work: Callable[[], T]) -> Callable[[], T]:

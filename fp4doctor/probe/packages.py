@@ -11,12 +11,13 @@ import importlib.metadata
 import importlib.util
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from fp4doctor.facts import PackageFacts, canonical_name
 
-# The distributions whose versions any profile may ask about. `tensorrt_llm` is an older
-# spelling of `tensorrt-llm`; both normalise to one key.
+# The distributions every probe looks up (the engines, to pick a target, and the libraries
+# a snapshot should carry); a profile's own packages are added to these. `tensorrt_llm` is an
+# older spelling of `tensorrt-llm`; both normalise to one key.
 PACKAGES: tuple[str, ...] = (
     "torch",
     "flashinfer-python",
@@ -42,8 +43,10 @@ _ASSIGNMENT = re.compile(
 )
 
 
-def probe_packages(path: Sequence[str] | None = None) -> PackageFacts:
-    """Versions of `PACKAGES` that are installed, and torch's CUDA/HIP build facts.
+def probe_packages(
+    path: Sequence[str] | None = None, names: Iterable[str] = PACKAGES
+) -> PackageFacts:
+    """Versions of `names` that are installed, and torch's CUDA/HIP build facts.
 
     `path` is the list of directories to search (default `sys.path`); a distribution whose
     metadata cannot be read is reported in `errors`, never raised.
@@ -51,7 +54,7 @@ def probe_packages(path: Sequence[str] | None = None) -> PackageFacts:
     search = None if path is None else list(path)
     versions: dict[str, str] = {}
     errors: dict[str, str] = {}
-    for name in PACKAGES:
+    for name in names:
         key = canonical_name(name)
         if key in versions or key in errors:
             continue

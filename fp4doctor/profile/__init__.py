@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from fp4doctor.profile.model import Profile
-from fp4doctor.profile.schema import ProfileError, parse
+from fp4doctor.profile.schema import Conditions, module_path, parse, parse_module
+from fp4doctor.profile.yamlnode import ProfileError
 from fp4doctor.textfile import UnreadableText, read_text
 
-__all__ = ["Profile", "ProfileError", "builtin_dir", "builtin_names", "load", "load_file"]
+__all__ = [
+    "Profile",
+    "ProfileError",
+    "builtin_dir",
+    "builtin_names",
+    "load",
+    "load_file",
+    "load_module",
+]
 
 
 def builtin_dir() -> Path:
@@ -18,16 +28,35 @@ def builtin_dir() -> Path:
     return packaged if packaged.is_dir() else here.parent / "profiles"
 
 
+# Data files beside the profiles that are not targets.
+NOT_TARGETS = frozenset({"advisories"})
+
+
 def builtin_names() -> list[str]:
-    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
+    """The shipped targets (profiles/NAME.yaml)."""
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml") if p.stem not in NOT_TARGETS)
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return read_text(path)
+    except UnreadableText as exc:
+        raise ProfileError(str(exc)) from None
+
+
+@functools.cache
+def load_module(name: str) -> Conditions:
+    """A shipped module's named conditions (profiles/common/NAME.yaml); KeyError names the
+    valid modules."""
+    path = module_path(builtin_dir(), name)
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise KeyError(f"includes no shipped module {name!r} (valid: {', '.join(known)})")
+    return parse_module(_read(path), str(path))
 
 
 def load_file(path: str | Path) -> Profile:
-    try:
-        text = read_text(path)
-    except UnreadableText as exc:
-        raise ProfileError(str(exc)) from None
-    return parse(text, str(path))
+    return parse(_read(path), str(path), load_module)
 
 
 def load(target: str, overrides: list[Path] | None = None) -> Profile:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.model import (
     KNOB_ARGUMENT,
     KNOB_CLI,
@@ -24,6 +25,7 @@ from fp4doctor.profile.model import (
     Profile,
     Requirement,
 )
+from fp4doctor.versions import spec_text
 
 _CONFIG_FORMATS = {
     "vllm-yaml": "vLLM's `--config` YAML file",
@@ -36,8 +38,6 @@ _KNOB_KINDS = {
     KNOB_CONFIG: "config key",
     KNOB_ARGUMENT: "function argument",
 }
-# Lower bounds first, so ">=0.11.1,<0.15" reads in that order (SpecifierSet sorts by text).
-_OPERATOR_ORDER = {">=": 0, ">": 0, "~=": 1, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
 
 
 def render(profile: Profile) -> str:
@@ -55,12 +55,6 @@ def render(profile: Profile) -> str:
 # --- text helpers ------------------------------------------------------------------------------
 
 
-def spec_text(spec: SpecifierSet) -> str:
-    """A version specifier with its lower bounds first: '>=0.11.1, <0.15'."""
-    parts = sorted(spec, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 1), s.version))
-    return ", ".join(f"{s.operator}{s.version}" for s in parts) or "any version"
-
-
 def versions_text(spec: SpecifierSet) -> str:
     """An era's versions in words: '0.11.1 ≤ v < 0.15', 'v < 0.10.1', 'v ≥ 0.28'."""
     lower = [s for s in spec if s.operator == ">="]
@@ -76,10 +70,6 @@ def versions_text(spec: SpecifierSet) -> str:
     return "every version"
 
 
-def _cc(value: int) -> str:
-    return f"{value // 10}.{value % 10}"
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -88,68 +78,17 @@ def _code(text: str) -> str:
     return f"`{text}`"
 
 
-def _when_text(req: Requirement) -> str:
-    if not req.when:
-        return ""
-    parts = [f"{dist} {spec_text(spec)}" for dist, spec in req.when]
-    text = " and ".join(parts)
-    if req.when_absent:
-        text += " or absent"
-    return f"when {text}"
-
-
 def describe(req: Requirement, expand_use: bool = True) -> str:
     """One requirement in plain words, without its when-condition, reason or source."""
-    kind, arg = req.kind, req.arg
-    if kind == "package":
-        if req.negate:
-            if req.version is not None:
-                return f"{_code(str(arg))} not installed at {spec_text(req.version)}"
-            return f"{_code(str(arg))} not installed"
-        if req.version is not None:
-            return f"{_code(str(arg))} {spec_text(req.version)}"
-        return f"{_code(str(arg))} installed"
-    if kind == "compute_capability":
-        if isinstance(arg, tuple):
-            return "compute capability one of " + ", ".join(_cc(int(c)) for c in arg)
-        assert isinstance(arg, SpecifierSet)
-        return f"compute capability {spec_text(arg)}"
-    if kind == "cudnn_backend":
-        assert isinstance(arg, SpecifierSet)
-        return f"cuDNN library (the one cudnn-frontend loads) {spec_text(arg)}"
-    if kind == "cuda_runtime":
-        assert isinstance(arg, SpecifierSet)
-        return f"CUDA runtime of the torch build {spec_text(arg)}"
-    if kind == "cuda_driver":
-        assert isinstance(arg, SpecifierSet)
-        return f"driver supports CUDA {spec_text(arg)}"
-    if kind == "nvcc":
-        assert isinstance(arg, SpecifierSet)
-        return f"nvcc {spec_text(arg)}" if str(arg) else "nvcc found"
-    if kind == "ninja":
-        return "ninja on PATH"
-    if kind == "same_version":
-        assert isinstance(arg, tuple)
-        return f"{_code(str(arg[0]))} installed at the same version as {_code(str(arg[1]))}"
-    if kind == "env":
-        if req.equals is not None:
-            return f"{_code(f'{arg}={req.equals}')} set"
-        return f"{_code(str(arg))} set to a true value"
-    if kind == "use":
-        if not expand_use:
-            return f"*{arg}*"
-        text = " and ".join(_inline(c) for c in req.children)
-        return f"({text})" if len(req.children) > 1 else text
-    if kind in ("any_of", "all_of"):
-        joiner = " or " if kind == "any_of" else " and "
-        return "(" + joiner.join(_inline(c) for c in req.children) + ")"
-    return kind
+    if not expand_use and isinstance(req.kind, Use):
+        return req.kind.reference()
+    return req.kind.describe()
 
 
 def _inline(req: Requirement, expand_use: bool = True) -> str:
     """A requirement with its when-condition, for use inside a sentence."""
     text = describe(req, expand_use)
-    when = _when_text(req)
+    when = req.when_text()
     return f"{text} ({when})" if when else text
 
 
@@ -157,7 +96,7 @@ def _flatten(reqs: Iterable[Requirement]) -> list[Requirement]:
     """Top-level requirements with every `use` replaced by the entries of its condition."""
     flat: list[Requirement] = []
     for req in reqs:
-        if req.kind == "use" and not req.when:
+        if isinstance(req.kind, Use) and not req.when:
             flat.extend(_flatten(req.children))
         else:
             flat.append(req)
@@ -371,8 +310,8 @@ def _named_conditions(profile: Profile) -> dict[str, tuple[Requirement, ...]]:
 
     def walk(reqs: Iterable[Requirement]) -> None:
         for req in reqs:
-            if req.kind == "use" and isinstance(req.arg, str) and req.arg not in found:
-                found[req.arg] = req.children
+            if isinstance(req.kind, Use) and req.kind.name not in found:
+                found[req.kind.name] = req.children
             walk(req.children)
 
     for era in profile.eras:

@@ -6,36 +6,29 @@ is the only place that knows the YAML spelling.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.facts import Gpu
+from fp4doctor.profile.kinds.base import Check, Context, Kind
+from fp4doctor.versions import contains, spec_text
+
+_VERSION_REF = re.compile(r"\{version:([A-Za-z0-9_.-]+)\}")
+
 
 @dataclass(frozen=True)
 class Requirement:
-    """One condition on the host. Exactly one kind; `any_of`/`all_of` combine others.
+    """One condition on the host: a kind (`fp4doctor.profile.kinds`) and what every rule shares.
 
-    Kinds and their argument:
-      package        distribution name; `version` an optional PEP 440 specifier
-      compute_capability  a tuple of exact CCs (100, 103) or a specifier over "major.minor"
-      cudnn_backend  specifier over the cuDNN library that cudnn-frontend loads ("9.10.2")
-      cuda_runtime   specifier over torch's CUDA version
-      cuda_driver    specifier over the CUDA version the driver supports
-      nvcc           specifier over the nvcc FlashInfer would use (empty: present at all)
-      ninja          ninja on PATH
-      same_version   two distributions installed at the same version
-      env            a variable set to a true value (`equals` for an exact value)
-      any_of/all_of  nested requirements
-      use            a named entry of the profile's `conditions` (all of its requirements)
+    `when` limits it to versions of other packages (the engine's included: the version judged);
+    with `when_absent`, it also applies when a `when` package is not installed (what a fresh
+    install gets). `fix` may name `{version:DIST}`, filled in with DIST's installed version.
     """
 
-    kind: str
+    kind: Kind
     id: str
-    arg: object = None
-    version: SpecifierSet | None = None
-    negate: bool = False  # package kind with `installed: false`: the package must be absent
-    equals: str | None = None
-    children: tuple[Requirement, ...] = ()
     when: tuple[tuple[str, SpecifierSet], ...] = ()
     when_absent: bool = False
     fix: str | None = None
@@ -45,7 +38,54 @@ class Requirement:
 
     @property
     def per_gpu(self) -> bool:
-        return self.kind == "compute_capability" or any(c.per_gpu for c in self.children)
+        return self.kind.per_gpu
+
+    @property
+    def children(self) -> tuple[Requirement, ...]:
+        return self.kind.children()
+
+    def applies(self, ctx: Context) -> bool:
+        """Whether the `when` conditions hold for the versions judged.
+
+        A version that cannot be read counts as absent: the `when_absent` variant (what a fresh
+        install gets) applies, never none of them (which would drop the rule silently)."""
+        for dist, spec in self.when:
+            judged = ctx.judged_version(dist)
+            matched = None if judged is None else contains(spec, judged)
+            if matched is None:
+                if not self.when_absent:
+                    return False
+                continue
+            if not matched:
+                return False
+        return True
+
+    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
+        return self.kind.check(ctx, gpu)
+
+    def fix_for(self, ctx: Context) -> str | None:
+        """The profile's fix (with `{version:DIST}` filled in), or the kind's default."""
+        if self.fix:
+            return _VERSION_REF.sub(lambda m: ctx.version(m.group(1)) or "<version>", self.fix)
+        return self.kind.default_fix(ctx)
+
+    def when_text(self) -> str:
+        if not self.when:
+            return ""
+        text = " and ".join(f"{dist} {spec_text(spec)}" for dist, spec in self.when)
+        return f"when {text}" + (" or absent" if self.when_absent else "")
+
+    def inline(self) -> str:
+        """In plain words with its when-condition, for use inside a sentence."""
+        when = self.when_text()
+        return f"{self.kind.describe()} ({when})" if when else self.kind.describe()
+
+    def packages(self) -> set[str]:
+        """Every distribution this requirement (and what it nests) reads."""
+        names = set(self.kind.packages()) | {dist for dist, _ in self.when}
+        for child in self.children:
+            names |= child.packages()
+        return names
 
 
 @dataclass(frozen=True)
@@ -185,8 +225,24 @@ class Profile:
     backends: dict[str, Backend]  # in order of general preference, best first
     eras: tuple[Era, ...]
     variables: dict[str, Variable] = field(default_factory=dict)
+    includes: tuple[str, ...] = ()  # shared modules (profiles/common/) its conditions come from
     source: str | None = None
     path: str = "<profile>"
+
+    def packages(self) -> set[str]:
+        """Every distribution the profile's rules read: the probe looks each of them up."""
+        names = {self.engine.package}
+        reqs: list[Requirement] = []
+        for backend in self.backends.values():
+            reqs.extend(backend.requires)
+            for advisory in backend.advisories:
+                reqs.extend(advisory.conditions)
+        for era in self.eras:
+            for step in era.auto:
+                reqs.extend(step.conditions)
+        for req in reqs:
+            names |= req.packages()
+        return names
 
     def backend_names(self) -> list[str]:
         return list(self.backends)

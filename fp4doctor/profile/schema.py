@@ -1,19 +1,23 @@
 """Read a profile's YAML and validate it into `model.Profile`, naming file, line and key on error.
 
-The YAML is composed into nodes (never constructed into arbitrary objects: only the safe
-loader's plain scalars), so every error can point at the line it comes from.
+Reuse: `include: [flashinfer]` brings a shipped module's named `conditions` (profiles/common/),
+so a rule stated once serves every engine that calls FlashInfer; each era after the first states
+only what changes from the era before it (`_era`). Eras are checked for gaps and overlaps and
+must reach `engine.newest_known`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import yaml
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
+from fp4doctor.profile import kinds
+from fp4doctor.profile.kinds.base import VAR_RE
 from fp4doctor.profile.model import (
     KNOB_KINDS,
     Advisory,
@@ -26,175 +30,23 @@ from fp4doctor.profile.model import (
     Requirement,
     Variable,
 )
+from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
+from fp4doctor.versions import bounds, contains
 
 SCHEMA = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-REQUIREMENT_KINDS = (
-    "package",
-    "compute_capability",
-    "cudnn_backend",
-    "cuda_runtime",
-    "cuda_driver",
-    "nvcc",
-    "ninja",
-    "same_version",
-    "env",
-    "any_of",
-    "all_of",
-    "use",
-)
 CONFIG_FORMATS = ("vllm-yaml", "trtllm-yaml", "dotenv")
 MAX_BYTES = 1 << 20  # a profile is a page of rules, not a data set
 MAX_DEPTH = 12
-# libyaml's composer when present (several times faster); the pure-Python one otherwise.
+# libyaml's scanner and composer when present (several times faster); pure Python otherwise.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPENING = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken,
+            yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)  # fmt: skip
+_CLOSING = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
 
-
-class ProfileError(Exception):
-    """A profile that cannot be used; the message names the file, line and key."""
-
-
-T = TypeVar("T")
-
-
-class _Node:
-    """A YAML node with its file, line and dotted key path, and typed accessors."""
-
-    def __init__(self, node: yaml.Node, path: str, file: str) -> None:
-        self.node = node
-        self.path = path
-        self.file = file
-
-    @property
-    def line(self) -> int:
-        return self.node.start_mark.line + 1
-
-    def error(self, message: str) -> ProfileError:
-        where = f" '{self.path}'" if self.path else ""
-        return ProfileError(f"{self.file}:{self.line}:{where} {message}")
-
-    def kind(self) -> str:
-        if isinstance(self.node, yaml.MappingNode):
-            return "a mapping"
-        if isinstance(self.node, yaml.SequenceNode):
-            return "a list"
-        value = self.scalar()
-        if value is None:
-            return "nothing (null)"
-        return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
-            type(value), "a value"
-        )
-
-    def scalar(self) -> Any:
-        node = self.node
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.error(f"should be a single value, got {self.kind()}")
-        tag = node.tag
-        if tag == "tag:yaml.org,2002:null":
-            return None
-        if tag == "tag:yaml.org,2002:bool":
-            return node.value.lower() in ("true", "yes", "on")
-        if tag == "tag:yaml.org,2002:int":
-            try:
-                return int(node.value.replace("_", ""), 0)
-            except ValueError:
-                return node.value
-        if tag == "tag:yaml.org,2002:float":
-            return node.value  # kept as text: versions like 9.10 must not become 9.1
-        if tag == "tag:yaml.org,2002:str":
-            return node.value
-        raise self.error(f"has an unsupported YAML tag {tag!r}")
-
-    def mapping(self, known: tuple[str, ...] | None = None) -> dict[str, _Node]:
-        if not isinstance(self.node, yaml.MappingNode):
-            raise self.error(f"should be a mapping, got {self.kind()}")
-        out: dict[str, _Node] = {}
-        for key_node, value_node in self.node.value:
-            key = _Node(key_node, self.path, self.file).scalar()
-            if not isinstance(key, str):
-                key = str(key)
-            child = _Node(value_node, f"{self.path}.{key}" if self.path else key, self.file)
-            if key in out:
-                raise child.error("is given twice")
-            if known is not None and key not in known:
-                raise child.error(f"is not a known key here (valid: {', '.join(known)})")
-            out[key] = child
-        return out
-
-    def sequence(self) -> list[_Node]:
-        if not isinstance(self.node, yaml.SequenceNode):
-            raise self.error(f"should be a list, got {self.kind()}")
-        return [_Node(n, f"{self.path}[{i}]", self.file) for i, n in enumerate(self.node.value)]
-
-    def text(self) -> str:
-        value = self.scalar()
-        if isinstance(value, bool) or value is None:
-            raise self.error(f"should be text, got {self.kind()}")
-        return str(value)
-
-    def boolean(self) -> bool:
-        value = self.scalar()
-        if not isinstance(value, bool):
-            raise self.error(f"should be true or false, got {self.kind()}")
-        return value
-
-    def integer(self) -> int:
-        value = self.scalar()
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(f"should be a whole number, got {self.kind()}")
-        return value
-
-    def choice(self, choices: tuple[str, ...]) -> str:
-        value = self.text()
-        if value not in choices:
-            raise self.error(f"is {value!r}, which is not one of: {', '.join(choices)}")
-        return value
-
-    def specifier(self) -> SpecifierSet:
-        value = self.text()
-        try:
-            return SpecifierSet(value)
-        except InvalidSpecifier:
-            raise self.error(
-                f"{value!r} is not a PEP 440 version specifier (e.g. '>=1.13' or '>=0.11.1,<0.15')"
-            ) from None
-
-    def version(self) -> str:
-        value = self.text()
-        try:
-            Version(value)
-        except InvalidVersion:
-            raise self.error(f"{value!r} is not a version (e.g. '0.33.0')") from None
-        return value
-
-    def texts(self) -> tuple[str, ...]:
-        if isinstance(self.node, yaml.ScalarNode):
-            return (self.text(),)
-        return tuple(n.text() for n in self.sequence())
-
-
-def _required(fields: dict[str, _Node], key: str, parent: _Node) -> _Node:
-    if key not in fields:
-        raise parent.error(f"is missing the required key '{key}'")
-    return fields[key]
-
-
-def _opt(fields: dict[str, _Node], key: str, read: Callable[[_Node], T]) -> T | None:
-    return read(fields[key]) if key in fields else None
-
-
-def _check_depth(node: yaml.Node, file: str, depth: int = 0) -> None:
-    if depth > MAX_DEPTH:
-        line = node.start_mark.line + 1
-        raise ProfileError(f"{file}:{line}: nested deeper than {MAX_DEPTH} levels")
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            _check_depth(k, file, depth + 1)
-            _check_depth(v, file, depth + 1)
-    elif isinstance(node, yaml.SequenceNode):
-        for v in node.value:
-            _check_depth(v, file, depth + 1)
+Conditions = dict[str, tuple[Requirement, ...]]
+# Loads a shipped module (profiles/common/NAME.yaml) by name: its named conditions.
+ModuleLoader = Callable[[str], Conditions]
 
 
 # --- requirements ------------------------------------------------------------------------------
@@ -202,103 +54,62 @@ def _check_depth(node: yaml.Node, file: str, depth: int = 0) -> None:
 _COMMON = ("id", "when", "when_absent", "fix", "source", "reason")
 
 
-Conditions = dict[str, tuple["Requirement", ...]]
-
-
-def _requirement(node: _Node, named: Conditions) -> Requirement:
+def _requirement(node: Node, named: Conditions) -> Requirement:
     fields = node.mapping()
-    kinds = [k for k in fields if k in REQUIREMENT_KINDS]
-    if len(kinds) != 1:
-        found = f"found {', '.join(kinds)}" if kinds else "found none"
+    keys = [k for k in fields if k in kinds.KINDS]
+    if len(keys) != 1:
+        found = f"found {', '.join(keys)}" if keys else "found none"
         raise node.error(
-            f"needs exactly one requirement kind ({found}; valid: {', '.join(REQUIREMENT_KINDS)})"
+            f"needs exactly one requirement kind ({found}; valid: {', '.join(kinds.KINDS)})"
         )
-    kind = kinds[0]
-    extra = {"package": ("version", "installed"), "env": ("equals",)}.get(kind, ())
-    node.mapping((kind, *extra, *_COMMON))  # rejects unknown keys with the valid ones
-    value = fields[kind]
-    arg: object = None
-    children: tuple[Requirement, ...] = ()
-    if kind == "package":
-        arg = value.text()
-    elif kind == "compute_capability":
-        if isinstance(value.node, yaml.SequenceNode):
-            arg = tuple(n.integer() for n in value.sequence())
-            if not arg:
-                raise value.error("should list at least one compute capability (e.g. [100, 103])")
-        else:
-            arg = value.specifier()
-    elif kind in ("cudnn_backend", "cuda_runtime", "cuda_driver"):
-        arg = value.specifier()
-    elif kind == "nvcc":
-        arg = SpecifierSet("") if value.scalar() is True else value.specifier()
-    elif kind == "ninja":
-        if not value.boolean():
-            raise value.error("only 'ninja: true' is meaningful")
-    elif kind == "same_version":
-        names = value.texts()
-        if len(names) != 2:
-            raise value.error("should list exactly two distributions")
-        arg = names
-    elif kind == "env":
-        name = value.text()
-        if not VAR_RE.match(name):
-            raise value.error(f"{name!r} is not a valid environment variable name")
-        arg = name
-    elif kind == "use":
-        name = value.text()
-        if name not in named:
-            valid = ", ".join(named) or "none are defined above this point"
-            raise value.error(f"names no entry of 'conditions' (valid: {valid})")
-        arg = name
-        children = named[name]
-    else:  # any_of / all_of
-        children = tuple(_requirement(n, named) for n in value.sequence())
-        if not children:
-            raise value.error("should list at least one requirement")
-    default_id = {"package": str(arg), "env": str(arg), "use": str(arg)}.get(kind, kind)
-    if kind in ("any_of", "all_of") and "id" not in fields:
-        raise node.error(f"an '{kind}' requirement needs an 'id'")
+    kind_type = kinds.get(keys[0])
+    node.mapping((kind_type.key, *kind_type.options, *_COMMON))  # unknown keys, with valid ones
+    kind = kind_type.parse(fields[kind_type.key], fields, lambda n: _requirement(n, named), named)
     when: tuple[tuple[str, SpecifierSet], ...] = ()
     if "when" in fields:
         when = tuple((k, v.specifier()) for k, v in fields["when"].mapping().items())
     return Requirement(
         kind=kind,
-        id=_opt(fields, "id", _Node.text) or default_id,
-        arg=arg,
-        version=_opt(fields, "version", _Node.specifier),
-        negate=not fields["installed"].boolean() if "installed" in fields else False,
-        equals=_opt(fields, "equals", _Node.text),
-        children=children,
+        id=optional(fields, "id", Node.text) or kind.default_id(),
         when=when,
-        when_absent=_opt(fields, "when_absent", _Node.boolean) or False,
-        fix=_opt(fields, "fix", _Node.text),
-        source=_opt(fields, "source", _Node.text),
-        reason=_opt(fields, "reason", _Node.text),
+        when_absent=optional(fields, "when_absent", Node.boolean) or False,
+        fix=optional(fields, "fix", Node.text),
+        source=optional(fields, "source", Node.text),
+        reason=optional(fields, "reason", Node.text),
         line=node.line,
     )
 
 
-def _advisory(node: _Node, named: Conditions) -> Advisory:
+def _requirements(node: Node, named: Conditions) -> tuple[Requirement, ...]:
+    return tuple(_requirement(n, named) for n in node.sequence())
+
+
+def _conditions(node: Node, named: Conditions) -> Conditions:
+    """Named requirement lists; each may `use:` the ones above it (and included modules')."""
+    out = dict(named)
+    for name, n in node.mapping().items():
+        if not NAME_RE.match(name):
+            raise n.error("condition names are lower-case letters, digits, '-', '_' and '.'")
+        out[name] = _requirements(n, out)
+    return out
+
+
+def _advisory(node: Node, named: Conditions) -> Advisory:
     fields = node.mapping(("id", "if", "reason", "fix", "source"))
     return Advisory(
-        id=_required(fields, "id", node).text(),
-        conditions=tuple(_requirement(n, named) for n in _required(fields, "if", node).sequence()),
-        reason=_required(fields, "reason", node).text(),
-        fix=_opt(fields, "fix", _Node.text),
-        source=_opt(fields, "source", _Node.text),
+        id=required(fields, "id", node).text(),
+        conditions=_requirements(required(fields, "if", node), named),
+        reason=required(fields, "reason", node).text(),
+        fix=optional(fields, "fix", Node.text),
+        source=optional(fields, "source", Node.text),
     )
 
 
-def _backend(name: str, node: _Node, named: Conditions) -> Backend:
+def _backend(name: str, node: Node, named: Conditions) -> Backend:
     if not NAME_RE.match(name):
         raise node.error("backend names are lower-case letters, digits, '-', '_' and '.'")
     fields = node.mapping(("summary", "native", "aliases", "smoke", "requires", "advisories"))
-    requires = (
-        tuple(_requirement(n, named) for n in fields["requires"].sequence())
-        if "requires" in fields
-        else ()
-    )
+    requires = _requirements(fields["requires"], named) if "requires" in fields else ()
     seen: dict[str, Requirement] = {}
     for req in requires:
         other = seen.get(req.id)
@@ -310,10 +121,10 @@ def _backend(name: str, node: _Node, named: Conditions) -> Backend:
         seen[req.id] = req
     return Backend(
         name=name,
-        summary=_required(fields, "summary", node).text(),
-        native=_required(fields, "native", node).boolean(),
-        aliases=_opt(fields, "aliases", _Node.texts) or (),
-        smoke=_opt(fields, "smoke", _Node.texts) or (),
+        summary=required(fields, "summary", node).text(),
+        native=required(fields, "native", node).boolean(),
+        aliases=optional(fields, "aliases", Node.texts) or (),
+        smoke=optional(fields, "smoke", Node.texts) or (),
         requires=requires,
         advisories=tuple(_advisory(n, named) for n in fields["advisories"].sequence())
         if "advisories" in fields
@@ -323,30 +134,32 @@ def _backend(name: str, node: _Node, named: Conditions) -> Backend:
 
 # --- eras and knobs ----------------------------------------------------------------------------
 
+_KNOB_KEYS = (
+    *KNOB_KINDS,
+    "values",
+    "type",
+    "bool_style",
+    "case_sensitive",
+    "deprecated",
+    "select",
+    "note",
+    "on_invalid",
+    "source",
+    "before",
+)
 
-def _knob(node: _Node, backends: dict[str, Backend]) -> Knob:
-    fields = node.mapping(
-        (
-            *KNOB_KINDS,
-            "values",
-            "type",
-            "bool_style",
-            "case_sensitive",
-            "deprecated",
-            "select",
-            "note",
-            "on_invalid",
-            "source",
-        )
-    )
-    kinds = [k for k in KNOB_KINDS if k in fields]
-    if len(kinds) != 1:
+
+def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None]:
+    """A knob, and the name of the inherited knob it goes before (`before:`), if any."""
+    fields = node.mapping(_KNOB_KEYS)
+    present = [k for k in KNOB_KINDS if k in fields]
+    if len(present) != 1:
         raise node.error(f"needs exactly one of: {', '.join(KNOB_KINDS)}")
-    kind = kinds[0]
+    kind = present[0]
     name = fields[kind].text()
     if kind == "env" and not VAR_RE.match(name):
         raise fields[kind].error(f"{name!r} is not a valid environment variable name")
-    values_node = _required(fields, "values", node)
+    values_node = required(fields, "values", node)
     values: dict[str, tuple[str, ...]] = {}
     for backend, spellings in values_node.mapping().items():
         if backend not in backends:
@@ -356,60 +169,146 @@ def _knob(node: _Node, backends: dict[str, Backend]) -> Knob:
         values[backend] = spellings.texts()
         if not values[backend]:
             raise spellings.error("should give at least one spelling")
-    return Knob(
+    knob = Knob(
         kind=kind,
         name=name,
         values=values,
-        type=_opt(fields, "type", lambda n: n.choice(("choice", "bool"))) or "choice",
-        bool_style=_opt(fields, "bool_style", lambda n: n.choice(("int", "word"))) or "int",
-        case_sensitive=True
-        if "case_sensitive" not in fields
-        else fields["case_sensitive"].boolean(),
-        deprecated=_opt(fields, "deprecated", _Node.text),
-        select=True if "select" not in fields else fields["select"].boolean(),
-        note=_opt(fields, "note", _Node.text),
-        on_invalid=_opt(fields, "on_invalid", _Node.text),
-        source=_opt(fields, "source", _Node.text),
+        type=optional(fields, "type", lambda n: n.choice(("choice", "bool"))) or "choice",
+        bool_style=optional(fields, "bool_style", lambda n: n.choice(("int", "word"))) or "int",
+        case_sensitive=optional(fields, "case_sensitive", Node.boolean) is not False,
+        deprecated=optional(fields, "deprecated", Node.text),
+        select=optional(fields, "select", Node.boolean) is not False,
+        note=optional(fields, "note", Node.text),
+        on_invalid=optional(fields, "on_invalid", Node.text),
+        source=optional(fields, "source", Node.text),
     )
+    return knob, optional(fields, "before", Node.text)
 
 
-def _auto_step(node: _Node, backends: dict[str, Backend], named: Conditions) -> AutoStep:
+def _auto_step(node: Node, backends: Mapping[str, Backend], named: Conditions) -> AutoStep:
     fields = node.mapping(("backend", "if"))
-    backend_node = _required(fields, "backend", node)
+    backend_node = required(fields, "backend", node)
     backend = backend_node.text()
     if backend not in backends:
         raise backend_node.error(f"names no backend of this profile (valid: {', '.join(backends)})")
-    conditions = (
-        tuple(_requirement(n, named) for n in fields["if"].sequence()) if "if" in fields else ()
-    )
+    conditions = _requirements(fields["if"], named) if "if" in fields else ()
     return AutoStep(backend=backend, conditions=conditions)
 
 
-def _era(node: _Node, backends: dict[str, Backend], named: Conditions) -> Era:
-    fields = node.mapping(("versions", "knobs", "auto", "conflicts", "reads", "note", "source"))
+def _merge_knobs(
+    knob_nodes: list[Node], inherited: tuple[Knob, ...], backends: Mapping[str, Backend]
+) -> tuple[Knob, ...]:
+    """The era's knobs, highest precedence first: the inherited ones, with each knob given here
+    replacing the one of the same name in place; a new name goes before the knob its
+    `before:` names, or last."""
+    merged = list(inherited)
+    for knob_node in knob_nodes:
+        knob, before = _knob(knob_node, backends)
+        at = next((i for i, k in enumerate(merged) if k.name == knob.name), None)
+        if at is not None:
+            if before is not None:
+                raise knob_node.error("'before' places a new knob; this one replaces a knob")
+            merged[at] = knob
+        elif before is None:
+            merged.append(knob)
+        else:
+            place = next((i for i, k in enumerate(merged) if k.name == before), None)
+            if place is None:
+                raise knob_node.error(f"'before: {before}' names no knob of this era")
+            merged.insert(place, knob)
+    return tuple(merged)
+
+
+_ERA_KEYS = ("versions", "knobs", "drop", "auto", "conflicts", "reads", "note", "source")
+
+
+def _era(
+    node: Node, backends: Mapping[str, Backend], named: Conditions, previous: Era | None
+) -> Era:
+    """One era. After the first, `knobs`, `auto`, `conflicts` and `reads` default to the era
+    before's: `knobs` lists only the knobs that change or arrive (`drop` names those removed),
+    `auto`, `conflicts` and `reads` replace the inherited list when given. `note` and `source`
+    are the era's own."""
+    fields = node.mapping(_ERA_KEYS)
+    if previous is None and "drop" in fields:
+        raise fields["drop"].error("the first era has no knobs to drop")
+    if previous is None and "auto" not in fields:
+        raise node.error("is missing the required key 'auto' (the first era states it)")
+    inherited = previous.knobs if previous else ()
+    if "drop" in fields:
+        names = [k.name for k in inherited]
+        drop_nodes = fields["drop"].sequence()
+        for n in drop_nodes:
+            if n.text() not in names:
+                raise n.error(f"drops no knob of the era before (valid: {', '.join(names)})")
+        inherited = tuple(k for k in inherited if k.name not in {n.text() for n in drop_nodes})
+    knob_nodes = fields["knobs"].sequence() if "knobs" in fields else []
     return Era(
-        versions=_required(fields, "versions", node).specifier(),
-        knobs=tuple(_knob(n, backends) for n in fields["knobs"].sequence())
-        if "knobs" in fields
+        versions=required(fields, "versions", node).specifier(),
+        knobs=_merge_knobs(knob_nodes, inherited, backends),
+        auto=tuple(_auto_step(n, backends, named) for n in fields["auto"].sequence())
+        if "auto" in fields
+        else previous.auto
+        if previous
         else (),
-        auto=tuple(
-            _auto_step(n, backends, named) for n in _required(fields, "auto", node).sequence()
-        ),
-        conflicts=_opt(fields, "conflicts", _Node.texts) or (),
-        reads=_opt(fields, "reads", _Node.texts) or (),
-        note=_opt(fields, "note", _Node.text),
-        source=_opt(fields, "source", _Node.text),
+        conflicts=optional(fields, "conflicts", Node.texts)
+        or (previous.conflicts if previous and "conflicts" not in fields else ()),
+        reads=optional(fields, "reads", Node.texts)
+        or (previous.reads if previous and "reads" not in fields else ()),
+        note=optional(fields, "note", Node.text),
+        source=optional(fields, "source", Node.text),
         line=node.line,
     )
 
 
+def _check_eras(eras: tuple[Era, ...], eras_node: Node, newest_known: str) -> None:
+    """Eras in order, with no gap and no overlap, and the last reaching `newest_known`."""
+    nodes = eras_node.sequence()
+    previous_upper: Version | None = None
+    for i, (era, n) in enumerate(zip(eras, nodes, strict=True)):
+        where = n.mapping()["versions"]
+        try:
+            lower, upper = bounds(era.versions)
+        except ValueError as exc:
+            raise where.error(str(exc)) from None
+        if i > 0 and (lower is None or previous_upper is None or lower != previous_upper):
+            before = f"<{previous_upper}" if previous_upper else "open-ended"
+            raise where.error(
+                f"does not start where the era before ends ({before}): eras must leave no "
+                f"gap and not overlap (start this one at '>={previous_upper}')"
+            )
+        if lower is not None and upper is not None and upper <= lower:
+            raise where.error("is empty: its upper bound is not above its lower bound")
+        previous_upper = upper
+    if previous_upper is not None and not contains(eras[-1].versions, newest_known):
+        raise (
+            nodes[-1]
+            .mapping()["versions"]
+            .error(f"ends below engine.newest_known {newest_known}: the eras must cover it")
+        )
+
+
 # --- the whole profile -------------------------------------------------------------------------
 
+_PROFILE_KEYS = (
+    "schema",
+    "target",
+    "title",
+    "engine",
+    "source",
+    "include",
+    "conditions",
+    "backends",
+    "eras",
+    "variables",
+)
 
-def parse(text: str, file: str) -> Profile:
-    """Validate profile YAML text; raise ProfileError naming file, line and key."""
+
+def compose(text: str, file: str) -> Node:
+    """The one YAML document of `text` as a Node tree, refusing what is unsafe to walk."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise ProfileError(f"{file}: larger than {MAX_BYTES} bytes; a profile is a page of rules")
+    _check_depth(text, file)
     try:
         nodes = list(yaml.compose_all(text, Loader=_LOADER))
     except yaml.MarkedYAMLError as exc:
@@ -418,57 +317,66 @@ def parse(text: str, file: str) -> Profile:
         raise ProfileError(f"{file}{line}: not valid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"{file}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise ProfileError(f"{file}: nested too deeply to read") from None
     if len(nodes) != 1 or nodes[0] is None:
         raise ProfileError(f"{file}: should hold exactly one YAML document")
-    # Aliases first: a tree of aliases (a "billion laughs") is exponential to walk.
+    # Aliases: a tree of aliases (a "billion laughs") is exponential to walk.
     if _has_alias(nodes[0]):
         raise ProfileError(f"{file}: YAML anchors and aliases are not allowed in profiles")
-    _check_depth(nodes[0], file)
-    root = _Node(nodes[0], "", file)
-    fields = root.mapping(
-        (
-            "schema",
-            "target",
-            "title",
-            "engine",
-            "source",
-            "conditions",
-            "backends",
-            "eras",
-            "variables",
-        )
-    )
-    schema_node = _required(fields, "schema", root)
+    return Node(nodes[0], "", file)
+
+
+def _check_schema(fields: Mapping[str, Node], root: Node) -> None:
+    schema_node = required(fields, "schema", root)
     schema = schema_node.integer()
     if schema != SCHEMA:
         raise schema_node.error(f"is {schema}; this fp4doctor reads schema {SCHEMA}")
-    target_node = _required(fields, "target", root)
+
+
+def parse_module(text: str, file: str) -> Conditions:
+    """A shared module (profiles/common/NAME.yaml): `schema`, `module`, `source`, `conditions`."""
+    root = compose(text, file)
+    fields = root.mapping(("schema", "module", "source", "conditions"))
+    _check_schema(fields, root)
+    required(fields, "module", root).text()
+    return _conditions(required(fields, "conditions", root), {})
+
+
+def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
+    """Validate profile YAML text; raise ProfileError naming file, line and key."""
+    root = compose(text, file)
+    fields = root.mapping(_PROFILE_KEYS)
+    _check_schema(fields, root)
+    target_node = required(fields, "target", root)
     target = target_node.text()
     if not NAME_RE.match(target):
         raise target_node.error("should be a lower-case name like 'vllm'")
 
-    engine_node = _required(fields, "engine", root)
+    engine_node = required(fields, "engine", root)
     ef = engine_node.mapping(("package", "newest_known", "args_variable", "config_format"))
-    args_variable = _opt(ef, "args_variable", _Node.text)
+    args_variable = optional(ef, "args_variable", Node.text)
     if args_variable is not None and not VAR_RE.match(args_variable):
         raise ef["args_variable"].error(f"{args_variable!r} is not a valid variable name")
     engine = Engine(
-        package=_required(ef, "package", engine_node).text(),
-        newest_known=_required(ef, "newest_known", engine_node).version(),
+        package=required(ef, "package", engine_node).text(),
+        newest_known=required(ef, "newest_known", engine_node).version(),
         args_variable=args_variable,
-        config_format=_opt(ef, "config_format", lambda n: n.choice(CONFIG_FORMATS)) or "dotenv",
+        config_format=optional(ef, "config_format", lambda n: n.choice(CONFIG_FORMATS)) or "dotenv",
     )
 
     named: Conditions = {}
+    includes = optional(fields, "include", Node.texts) or ()
+    for i, name in enumerate(includes):
+        where = fields["include"].sequence()[i] if len(includes) > 1 else fields["include"]
+        if modules is None:
+            raise where.error("includes a module, but no shipped modules are available here")
+        try:
+            named.update(modules(name))
+        except KeyError as exc:
+            raise where.error(str(exc.args[0])) from None
     if "conditions" in fields:
-        for name, n in fields["conditions"].mapping().items():
-            if not NAME_RE.match(name):
-                raise n.error("condition names are lower-case letters, digits, '-', '_' and '.'")
-            named[name] = tuple(_requirement(r, named) for r in n.sequence())
+        named = _conditions(fields["conditions"], named)
 
-    backends_node = _required(fields, "backends", root)
+    backends_node = required(fields, "backends", root)
     backends = {name: _backend(name, n, named) for name, n in backends_node.mapping().items()}
     if not backends:
         raise backends_node.error("should declare at least one backend")
@@ -479,10 +387,13 @@ def parse(text: str, file: str) -> Profile:
                 raise backends_node.error(f"name or alias '{name}' is used by two backends")
             names[name] = b.name
 
-    eras_node = _required(fields, "eras", root)
-    eras = tuple(_era(n, backends, named) for n in eras_node.sequence())
+    eras_node = required(fields, "eras", root)
+    eras: list[Era] = []
+    for n in eras_node.sequence():
+        eras.append(_era(n, backends, named, eras[-1] if eras else None))
     if not eras:
         raise eras_node.error("should list at least one era")
+    _check_eras(tuple(eras), eras_node, engine.newest_known)
 
     variables = {}
     if "variables" in fields:
@@ -490,23 +401,45 @@ def parse(text: str, file: str) -> Profile:
             if not VAR_RE.match(name):
                 raise n.error("is not a valid environment variable name")
             vf = n.mapping(("note", "means"))
-            means = _opt(vf, "means", _Node.text)
+            means = optional(vf, "means", Node.text)
             if means is not None and means not in backends:
                 raise vf["means"].error(
                     f"names no backend of this profile (valid: {', '.join(backends)})"
                 )
-            variables[name] = Variable(name=name, note=_required(vf, "note", n).text(), means=means)
+            variables[name] = Variable(name=name, note=required(vf, "note", n).text(), means=means)
 
     return Profile(
         target=target,
-        title=_required(fields, "title", root).text(),
+        title=required(fields, "title", root).text(),
         engine=engine,
         backends=backends,
-        eras=eras,
+        eras=tuple(eras),
         variables=variables,
-        source=_opt(fields, "source", _Node.text),
+        includes=includes,
+        source=optional(fields, "source", Node.text),
         path=file,
     )
+
+
+def _check_depth(text: str, file: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH from the token stream, before anything recursive
+    (libyaml's composer recurses per level and can crash the process on deep input)."""
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=_LOADER):
+            if isinstance(token, _OPENING):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = token.start_mark.line + 1
+                    raise ProfileError(f"{file}:{line}: nested deeper than {MAX_DEPTH} levels")
+            elif isinstance(token, _CLOSING):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise ProfileError(f"{file}{line}: not valid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{file}: not valid YAML: {exc}") from None
 
 
 def _has_alias(node: yaml.Node) -> bool:
@@ -524,3 +457,7 @@ def _has_alias(node: yaml.Node) -> bool:
         elif isinstance(n, yaml.SequenceNode):
             stack.extend(n.value)
     return False
+
+
+def module_path(directory: Path, name: str) -> Path:
+    return directory / "common" / f"{name}.yaml"

@@ -1,22 +1,29 @@
-"""The static stage: host facts + a profile -> findings per backend and GPU, and the env lint.
+"""The rules stage: host facts + a profile (+ live results) -> findings per backend and GPU.
 
-Pure: no I/O, no imports of the libraries being judged. `evaluate` is the one entry point.
+Pure: no I/O, no imports of the libraries being judged. `evaluate` is the one entry point; it is
+also where `--ignore` is applied, once, before validity is derived from the findings.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from fp4doctor import facts as F
 from fp4doctor.findings import Finding, Status, apply_ignores
+from fp4doctor.profile.kinds import Context
 from fp4doctor.profile.model import Era, Profile
+from fp4doctor.rules import live
 from fp4doctor.rules.backends import Verdict, conditions_hold, evaluate_backend
 from fp4doctor.rules.environment import Selection, lint
-from fp4doctor.rules.requirements import Context
+from fp4doctor.versions import bounds, contains, release_of
+
+if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
+    from fp4doctor.smoke.result import SmokeResult
 
 __all__ = ["EngineVersion", "Evaluation", "Verdict", "evaluate"]
 
@@ -34,28 +41,35 @@ class EngineVersion:
     version: str
     source: str  # SOURCE_INSTALLED | SOURCE_OVERRIDE | SOURCE_ASSUMED
     note: str | None = None
+    covered: bool = True  # False: older than every era the profile knows (no verdict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evaluation:
-    """Everything the static rules concluded, ready for smoke results and the resolver."""
+    """Everything the rules concluded (live results folded in, --ignore applied)."""
 
     profile: Profile
     facts: F.HostFacts
     context: Context
     engine: EngineVersion
     era: Era
-    host: list[Finding]
-    verdicts: dict[str, Verdict]
-    env_findings: list[Finding]
+    host: tuple[Finding, ...]
+    verdicts: Mapping[str, Verdict]
+    env_findings: tuple[Finding, ...]
     env_selection: Selection | None
-    engine_auto: str | None  # what the engine picks when left alone (its own predicates)
-    ignore: tuple[str, ...] = ()
-    smoke: list[Finding] = field(default_factory=list)
+    # The engine's own automatic order among the backends whose conditions hold here, best
+    # first; its first entry is what the engine picks when left alone (none without a GPU:
+    # the engine stops before choosing).
+    auto_order: tuple[str, ...]
+    smoke: tuple[Finding, ...] = ()  # live results that belong to no backend (the CPU run)
 
     @property
     def engine_label(self) -> str:
         return f"{self.profile.title} {self.engine.version}"
+
+    @property
+    def engine_auto(self) -> str | None:
+        return self.auto_order[0] if self.auto_order and self.facts.gpus else None
 
     def valid(self, backend: str) -> bool:
         verdict = self.verdicts.get(backend)
@@ -68,6 +82,13 @@ class Evaluation:
         out.extend(self.smoke)
         out.extend(self.env_findings)
         return out
+
+    @property
+    def no_verdict(self) -> bool:
+        """True when the facts or the version are too far off to judge (exit code 3)."""
+        return not self.engine.covered or any(
+            f.id == "host.gpus" and f.status is Status.ERROR and not f.ignored for f in self.host
+        )
 
 
 def engine_version(profile: Profile, host: F.HostFacts, override: str | None) -> EngineVersion:
@@ -93,32 +114,46 @@ def engine_version(profile: Profile, host: F.HostFacts, override: str | None) ->
     return EngineVersion(profile.engine.newest_known, SOURCE_ASSUMED, note)
 
 
-def era_for(profile: Profile, version: str) -> tuple[Era, str | None]:
-    v = Version(Version(version).base_version)  # 0.5.10rc0 belongs to 0.5.10's era
+def era_for(profile: Profile, engine: EngineVersion) -> tuple[Era, EngineVersion]:
+    """The era that judges `engine`, and the engine version with a note when the profile does
+    not cover it: newer than it knows (judged by the newest era, said), or older than its first
+    era (not judged at all: no verdict)."""
+    v = release_of(engine.version)
     for era in profile.eras:
-        if era.versions.contains(v, prereleases=True):
-            return era, None
-    newest = Version(profile.engine.newest_known)
-    if v > newest:
-        return profile.eras[-1], (
-            f"{profile.title} {version} is newer than this profile knows ({newest}); "
-            f"judging with the rules of its newest era"
-        )
-    return profile.eras[0], f"{profile.title} {version} is older than any era the profile knows"
+        if contains(era.versions, engine.version):
+            newest = Version(profile.engine.newest_known)
+            if v > newest:
+                return era, _noted(
+                    engine,
+                    f"{profile.title} {engine.version} is newer than this profile knows "
+                    f"({newest}); judging with the rules of its newest era",
+                )
+            return era, engine
+    oldest = bounds(profile.eras[0].versions)[0]
+    return profile.eras[0], _noted(
+        replace(engine, covered=False),
+        f"{profile.title} {engine.version} is older than any version this profile covers "
+        f"({oldest} to {profile.engine.newest_known}): fp4doctor cannot judge it",
+    )
+
+
+def _noted(engine: EngineVersion, note: str) -> EngineVersion:
+    return replace(engine, note="; ".join(n for n in (engine.note, note) if n))
 
 
 def evaluate(
     profile: Profile,
     host: F.HostFacts,
+    *,
     env: Mapping[str, str] | None = None,
     override_version: str | None = None,
+    live_results: Sequence[SmokeResult] = (),
     ignore: Iterable[str] = (),
 ) -> Evaluation:
-    """Judge every backend of `profile` on `host`, and lint the environment."""
+    """Judge every backend of `profile` on `host` (with the live results, when any ran), and
+    lint the environment. `ignore` downgrades the named failures to warnings, here only."""
     engine = engine_version(profile, host, override_version)
-    era, era_note = era_for(profile, engine.version)
-    if era_note:
-        engine = replace(engine, note="; ".join(n for n in (engine.note, era_note) if n))
+    era, engine = era_for(profile, engine)
     versions = dict(host.packages.versions)
     package = F.canonical_name(profile.engine.package)
     if engine.source == SOURCE_OVERRIDE:
@@ -130,31 +165,30 @@ def evaluate(
         engine=(package, engine.version),
     )
     label = f"{profile.title} {engine.version}"
-    ignore = tuple(ignore)
-    verdicts = {}
-    for backend in profile.backends.values():
-        verdict = evaluate_backend(backend, ctx, era, profile, label)
-        verdict.findings = apply_ignores(verdict.findings, ignore)
-        verdicts[backend.name] = verdict
+    patterns = tuple(ignore)
+    verdicts = {
+        backend.name: evaluate_backend(backend, ctx, era, profile, label)
+        for backend in profile.backends.values()
+    }
+    verdicts, unowned = live.merge(profile, verdicts, live_results)
+    verdicts = {
+        name: replace(v, findings=tuple(apply_ignores(v.findings, patterns)))
+        for name, v in verdicts.items()
+    }
     env_findings, selection = lint(profile, era, ctx, verdicts, label)
-    # With no GPU the engine stops before choosing; there is no automatic pick to report.
-    engine_auto = (
-        next((s.backend for s in era.auto if conditions_hold(s.conditions, ctx)), None)
-        if host.gpus
-        else None
-    )
+    auto_order = tuple(s.backend for s in era.auto if conditions_hold(s.conditions, ctx))
     return Evaluation(
         profile=profile,
         facts=host,
         context=ctx,
         engine=engine,
         era=era,
-        host=apply_ignores(host_findings(host), ignore),
+        host=tuple(apply_ignores(host_findings(host), patterns)),
         verdicts=verdicts,
-        env_findings=apply_ignores(env_findings, ignore),
+        env_findings=tuple(apply_ignores(env_findings, patterns)),
         env_selection=selection,
-        engine_auto=engine_auto,
-        ignore=ignore,
+        auto_order=auto_order,
+        smoke=tuple(apply_ignores(unowned, patterns)),
     )
 
 
@@ -259,10 +293,3 @@ def host_findings(host: F.HostFacts) -> list[Finding]:
     if host.synthetic:
         out.append(Finding("host.synthetic", Status.WARN, f"synthetic facts: {host.synthetic}"))
     return out
-
-
-def no_verdict(evaluation: Evaluation) -> bool:
-    """True when the facts are too broken to judge (exit code 3)."""
-    return any(
-        f.id == "host.gpus" and f.status is Status.ERROR and not f.ignored for f in evaluation.host
-    )

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.facts import Gpu
 from fp4doctor.findings import Finding, Status
+from fp4doctor.profile.kinds import Check, Context
+from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.model import Advisory, Backend, Era, Profile, Requirement
-from fp4doctor.rules.requirements import Check, Context, applies, check, fix_for, spec_text
+from fp4doctor.versions import spec_text
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
     """A backend's findings; valid when none of them blocks (after --ignore)."""
 
     backend: Backend
-    findings: list[Finding] = field(default_factory=list)
+    findings: tuple[Finding, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -44,23 +46,21 @@ class Verdict:
 
 def holds(req: Requirement, ctx: Context) -> Check:
     """A requirement over the whole host: per-GPU kinds must hold on every GPU."""
-    if not req.per_gpu:
-        return check(req, ctx, None)
-    if not ctx.gpus:
-        return check(req, ctx, None)
-    results = [check(req, ctx, g) for g in ctx.gpus]
+    if not req.per_gpu or not ctx.gpus:
+        return req.check(ctx, None)
+    results = [req.check(ctx, g) for g in ctx.gpus]
     failed = [r for r in results if not r.ok]
     return failed[0] if failed else results[0]
 
 
 def conditions_hold(conditions: tuple[Requirement, ...], ctx: Context) -> bool:
-    return all(holds(c, ctx).ok for c in conditions if applies(c, ctx))
+    return all(holds(c, ctx).ok for c in conditions if c.applies(ctx))
 
 
 def evaluate_backend(
     backend: Backend, ctx: Context, era: Era, profile: Profile, engine_label: str
 ) -> Verdict:
-    verdict = Verdict(backend)
+    findings: list[Finding] = []
     prefix = f"backend.{backend.name}"
     seen: set[str] = set()
     for req in _flatten(backend.requires, ctx):
@@ -70,12 +70,12 @@ def evaluate_backend(
         for gpu, result in _per_gpu(req, ctx):
             status = Status.PASS if result.ok else Status.FAIL
             reason = _reason(result, req.reason if not result.ok else None)
-            verdict.findings.append(
+            findings.append(
                 Finding(
                     id=f"{prefix}.{req.id}" + (f".gpu{gpu.index}" if gpu else ""),
                     status=status,
                     reason=reason,
-                    fix=None if result.ok else fix_for(req, ctx),
+                    fix=None if result.ok else req.fix_for(ctx),
                     gpu=gpu.index if gpu else None,
                     backend=backend.name,
                     source=req.source,
@@ -83,9 +83,9 @@ def evaluate_backend(
                 )
             )
     for advisory in backend.advisories:
-        verdict.findings.extend(_advisory(advisory, backend, ctx))
-    verdict.findings.append(_reachability(backend, era, profile, engine_label))
-    return verdict
+        findings.extend(_advisory(advisory, backend, ctx))
+    findings.append(_reachability(backend, era, profile, engine_label))
+    return Verdict(backend, tuple(findings))
 
 
 def _flatten(reqs: tuple[Requirement, ...], ctx: Context) -> list[Requirement]:
@@ -93,16 +93,16 @@ def _flatten(reqs: tuple[Requirement, ...], ctx: Context) -> list[Requirement]:
     so that each part is its own finding with its own fix and source."""
     out: list[Requirement] = []
     for req in reqs:
-        if not applies(req, ctx):
+        if not req.applies(ctx):
             continue
-        out.extend(_flatten(req.children, ctx) if req.kind == "use" else [req])
+        out.extend(_flatten(req.children, ctx) if isinstance(req.kind, Use) else [req])
     return out
 
 
 def _per_gpu(req: Requirement, ctx: Context) -> list[tuple[Gpu | None, Check]]:
     if req.per_gpu and ctx.gpus:
-        return [(g, check(req, ctx, g)) for g in ctx.gpus]
-    return [(None, check(req, ctx, None))]
+        return [(g, req.check(ctx, g)) for g in ctx.gpus]
+    return [(None, req.check(ctx, None))]
 
 
 def _reason(result: Check, why: str | None) -> str:
@@ -116,8 +116,8 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
     gpus: list[Gpu | None] = list(ctx.gpus) if advisory.per_gpu and ctx.gpus else [None]
     out = []
     for gpu in gpus:
-        active = [c for c in advisory.conditions if applies(c, ctx)]
-        if active and all(check(c, ctx, gpu).ok for c in active):
+        active = [c for c in advisory.conditions if c.applies(ctx)]
+        if active and all(c.check(ctx, gpu).ok for c in active):
             out.append(
                 Finding(
                     id=f"backend.{backend.name}.advisory.{advisory.id}"

@@ -4,12 +4,13 @@ overridden by precedence, and variables that select a backend this host cannot r
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fp4doctor.findings import Finding, Status
+from fp4doctor.profile.kinds.base import Context, is_true
 from fp4doctor.profile.model import KNOB_ENV, Era, Knob, Profile
 from fp4doctor.rules.backends import Verdict
-from fp4doctor.rules.requirements import TRUE_WORDS, Context
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Selection:
 
 
 def lint(
-    profile: Profile, era: Era, ctx: Context, verdicts: dict[str, Verdict], engine_label: str
+    profile: Profile, era: Era, ctx: Context, verdicts: Mapping[str, Verdict], engine_label: str
 ) -> tuple[list[Finding], Selection | None]:
     """Findings for the variables set, and what they select (highest precedence wins)."""
     findings: list[Finding] = []
@@ -115,7 +116,7 @@ def _lint_knob(
                 )
                 return None
         else:
-            on = value.strip().lower() in TRUE_WORDS
+            on = is_true(value)
         selected = next(iter(knob.values)) if on else None
     else:
         selected = knob.backend_for(value)
@@ -163,9 +164,9 @@ def _meant_backend(name: str, value: str, knob: Knob | None, profile: Profile) -
         if not knob.select:  # a switch with side effects: never advised as a backend knob
             return None
         if knob.type == "bool":
-            return next(iter(knob.values)) if value.strip().lower() in TRUE_WORDS else None
+            return next(iter(knob.values)) if is_true(value) else None
         return knob.backend_for(value)
     variable = profile.variables.get(name)
-    if variable is not None and variable.means and value.strip().lower() in TRUE_WORDS:
+    if variable is not None and variable.means and is_true(value):
         return variable.means
     return None

@@ -1,25 +1,28 @@
 """Fold live smoke results into the static verdicts, and say where rules and reality disagree.
 
-Pure: takes `SmokeResult`s (from fp4doctor.smoke) and changes only findings.
+Pure: takes `SmokeResult`s (from fp4doctor.smoke) and returns new verdicts and findings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from fp4doctor.findings import Finding, Status, apply_ignores
-from fp4doctor.rules import Evaluation
+from fp4doctor.findings import Finding, Status
+from fp4doctor.profile.model import Profile
+from fp4doctor.rules.backends import Verdict
 
-_STATUS = {"pass": Status.PASS, "fail": Status.FAIL, "error": Status.ERROR, "skip": Status.SKIP}
+if TYPE_CHECKING:
+    from fp4doctor.smoke.result import SmokeResult
 
 
-def adapters_to_run(evaluation: Evaluation, force: bool) -> list[str]:
+def adapters_to_run(profile: Profile, verdicts: Mapping[str, Verdict], force: bool) -> list[str]:
     """Smoke adapters of the backends the rules call valid (all backends with --force)."""
     names: list[str] = []
-    for name, verdict in evaluation.verdicts.items():
+    for name, verdict in verdicts.items():
         if verdict.valid or force:
-            names.extend(a for a in evaluation.profile.backends[name].smoke if a not in names)
+            names.extend(a for a in profile.backends[name].smoke if a not in names)
     return names
 
 
@@ -29,15 +32,19 @@ def smoke_id(backend: str | None, adapter: str, where: str) -> str:
     return f"smoke.{backend}.{adapter}.{where}"
 
 
-def merge(evaluation: Evaluation, results: Sequence[Any]) -> None:
-    """Attach each result to the backends that use its adapter; a failed live GEMM makes the
-    backend invalid; static/live disagreements get their own findings."""
-    static_valid = {name: v.valid for name, v in evaluation.verdicts.items()}
+def merge(
+    profile: Profile, verdicts: Mapping[str, Verdict], results: Sequence[SmokeResult]
+) -> tuple[dict[str, Verdict], list[Finding]]:
+    """Attach each result to the backends that use its adapter (a failed live GEMM makes the
+    backend invalid; static/live disagreements get their own findings). Returns the new
+    verdicts, and the findings of results that belong to no backend (the CPU run)."""
+    static_valid = {name: v.valid for name, v in verdicts.items()}
+    added: dict[str, list[Finding]] = {name: [] for name in verdicts}
+    unowned: list[Finding] = []
     for result in results:
         where = f"gpu{result.gpu}" if result.gpu is not None else "cpu"
-        owners = [
-            name for name, b in evaluation.profile.backends.items() if result.adapter in b.smoke
-        ]
+        owners = [name for name, b in profile.backends.items() if result.adapter in b.smoke]
+        status = Status(result.status)
         details = {
             k: v
             for k, v in result.to_dict().items()
@@ -45,41 +52,33 @@ def merge(evaluation: Evaluation, results: Sequence[Any]) -> None:
         }
         if not owners or result.gpu is None:
             # The CPU run exercises fp4doctor's own pipeline, not an engine backend.
-            evaluation.smoke.extend(
-                apply_ignores(
-                    [
-                        Finding(
-                            smoke_id(None, result.adapter, where),
-                            _STATUS[result.status],
-                            f"{result.adapter} on {result.device}: {result.reason}",
-                            details=details,
-                        )
-                    ],
-                    evaluation.ignore,
+            unowned.append(
+                Finding(
+                    smoke_id(None, result.adapter, where),
+                    status,
+                    f"{result.adapter} on {result.device}: {result.reason}",
+                    details=details,
                 )
             )
             continue
         for name in owners:
-            verdict = evaluation.verdicts[name]
-            status = _STATUS[result.status]
-            verdict.findings.extend(
-                apply_ignores(
-                    [
-                        Finding(
-                            smoke_id(name, result.adapter, where),
-                            status,
-                            f"live {result.adapter} GEMM on {result.device}: {result.reason}",
-                            gpu=result.gpu,
-                            backend=name,
-                            details=details,
-                        )
-                    ],
-                    evaluation.ignore,
+            added[name].append(
+                Finding(
+                    smoke_id(name, result.adapter, where),
+                    status,
+                    f"live {result.adapter} GEMM on {result.device}: {result.reason}",
+                    gpu=result.gpu,
+                    backend=name,
+                    details=details,
                 )
             )
             agreement = _agreement(name, result, static_valid[name], where)
             if agreement is not None:
-                verdict.findings.append(agreement)
+                added[name].append(agreement)
+    merged = {
+        name: replace(v, findings=v.findings + tuple(added[name])) for name, v in verdicts.items()
+    }
+    return merged, unowned
 
 
 def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding | None:

@@ -1,0 +1,205 @@
+"""The doctor core: a question in, an immutable report out. The command line, and anything that
+runs the check without it (a node agent, a fleet), calls `diagnose`.
+
+    report = diagnose(Question(target="vllm", prefer="cudnn"))
+    report.outcome        # Outcome.READY / NOT_READY / NO_VERDICT
+    report.resolution     # the backend chosen and the knob that selects it
+
+probe (or a facts file) -> profile -> rules (static) -> live GEMMs -> rules (with them) -> resolve.
+Nothing here exits the process or writes to stdout: progress goes to `progress`, and the
+reasons a question cannot be answered are raised as `QuestionError` (bad input) or
+`facts.FactsError` (unreadable facts).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fp4doctor import facts, profile
+from fp4doctor.findings import Finding
+from fp4doctor.profile.model import Profile
+from fp4doctor.resolve import Resolution, resolve
+from fp4doctor.rules import Evaluation, evaluate, live
+from fp4doctor.versions import is_version
+
+if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
+    from fp4doctor.smoke.result import SmokeResult
+
+ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
+DEFAULT_TARGET = "vllm"
+
+
+class QuestionError(ValueError):
+    """The question cannot be asked as put (an unknown name, a malformed profile, a bad
+    version); the message says what is valid."""
+
+
+class Outcome(enum.Enum):
+    """The answer, and the exit code that carries it (a contract: README, `--help`)."""
+
+    READY = "ready"
+    NOT_READY = "not ready"
+    NO_VERDICT = "no verdict"
+
+    @property
+    def exit_code(self) -> int:
+        return {"ready": 0, "not ready": 1, "no verdict": 3}[self.value]
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the doctor is asked: which engine, which host, which backend, how far to go."""
+
+    target: str | None = None  # None: the engine installed (vllm when none is)
+    profiles: tuple[str, ...] = ()  # the user's own profile files
+    facts_file: str | None = None  # judge this snapshot instead of this host
+    engine_version: str | None = None
+    ignore: tuple[str, ...] = ()  # finding ids or prefixes, comma-separated allowed
+    prefer: str | None = None
+    require: str | None = None  # NAME, "native" or "any"
+    smoke: bool | None = False  # live GEMMs: True, False, or None (when torch is installed)
+    smoke_timeout: float = 60.0
+    force: bool = False  # also run the live GEMMs of backends the rules reject
+    allow_jit: bool = False
+
+    def ignore_ids(self) -> tuple[str, ...]:
+        return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything one diagnosis found; the one place that says whether the host is ready."""
+
+    question: Question
+    evaluation: Evaluation
+    resolution: Resolution
+    smoke_note: str | None = None  # why the live GEMMs did not run, when they did not
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.evaluation.no_verdict:
+            return Outcome.NO_VERDICT
+        blocking = [
+            f
+            for f in (*self.evaluation.host, *self.evaluation.env_findings, *self.evaluation.smoke)
+            if f.status.blocking
+        ]
+        if self.resolution.ready and not blocking:
+            return Outcome.READY
+        return Outcome.NOT_READY
+
+    @property
+    def ready(self) -> bool:
+        return self.outcome is Outcome.READY
+
+    def findings(self) -> list[Finding]:
+        return self.evaluation.all_findings() + list(self.resolution.findings)
+
+    def blocking(self) -> list[Finding]:
+        """What stands in the way, for a one-line-each explanation."""
+        if self.outcome is Outcome.NO_VERDICT:
+            return [f for f in self.evaluation.host if f.status.blocking]
+        return [f for f in self.resolution.findings if f.status.blocking] + [
+            f
+            for f in (*self.evaluation.host, *self.evaluation.env_findings, *self.evaluation.smoke)
+            if f.status.blocking
+        ]
+
+
+Progress = Callable[[str], None]
+
+
+def diagnose(question: Question, progress: Progress | None = None) -> Report:
+    """Answer `question` for this host (or its facts file). Raises QuestionError for a question
+    that cannot be asked, and facts.FactsError for a facts file that cannot be read."""
+    say = progress or (lambda _message: None)
+    if question.engine_version is not None and not is_version(question.engine_version):
+        raise QuestionError(
+            f"--engine-version {question.engine_version!r} is not a version (e.g. 0.15.1)"
+        )
+    host, prof = _host_and_profile(question)
+    ignore = question.ignore_ids()
+    static = evaluate(prof, host, override_version=question.engine_version, ignore=ignore)
+    results, smoke_note = _live(question, static, say)
+    evaluation = (
+        evaluate(
+            prof,
+            host,
+            override_version=question.engine_version,
+            live_results=results,
+            ignore=ignore,
+        )
+        if results
+        else static
+    )
+    try:
+        resolution = resolve(evaluation, prefer=question.prefer, require=question.require)
+    except ValueError as exc:
+        raise QuestionError(str(exc)) from None
+    return Report(question, evaluation, resolution, smoke_note)
+
+
+def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
+    """The facts (probed, or read) and the target's profile; the probe looks up every package
+    the profile reads."""
+    overrides = [Path(p) for p in question.profiles]
+
+    def load(target: str) -> Profile:
+        try:
+            return profile.load(target, overrides)
+        except profile.ProfileError as exc:
+            raise QuestionError(str(exc)) from None
+
+    if question.facts_file:
+        host = facts.load(question.facts_file)
+        return host, load(question.target or pick_target(host))
+    from fp4doctor.probe import probe_host, with_packages
+
+    if question.target:
+        prof = load(question.target)
+        return probe_host(packages=prof.packages()), prof
+    host = probe_host()
+    prof = load(pick_target(host))
+    return with_packages(host, prof.packages()), prof
+
+
+def pick_target(host: facts.HostFacts) -> str:
+    """The engine installed (the first of vLLM, SGLang, TensorRT-LLM), else vLLM."""
+    for package, name in ENGINE_TARGETS:
+        if host.packages.version(package):
+            return name
+    return DEFAULT_TARGET
+
+
+def _live(
+    question: Question, static: Evaluation, say: Progress
+) -> tuple[list[SmokeResult], str | None]:
+    """Run the live GEMMs the question asks for; the results, or why none ran."""
+    from fp4doctor import smoke
+
+    if question.smoke is False:
+        return [], "not run (--no-smoke)"
+    if question.facts_file:
+        if question.smoke:
+            say("--smoke is ignored with --facts: the live GEMM runs on this host only")
+        return [], "not run: judging a facts snapshot, not this host"
+    if not smoke.torch_available():
+        return [], "not run: torch is not installed (pip install 'fp4doctor[smoke]')"
+    gpus = [g.index for g in static.facts.gpus]
+    adapters = (
+        live.adapters_to_run(static.profile, static.verdicts, question.force)
+        if gpus
+        else ["emulation"]
+    )
+    if not adapters:
+        return [], "not run: no backend is eligible on this host (--force runs them anyway)"
+    where = f"{len(gpus)} GPU(s)" if gpus else "the CPU (no GPU: fp4doctor's own pipeline only)"
+    say(f"running {len(adapters)} live GEMM check(s) on {where}...")
+    results = smoke.run_smoke(
+        adapters, gpus, timeout_s=question.smoke_timeout, allow_jit=question.allow_jit
+    )
+    return list(results), None

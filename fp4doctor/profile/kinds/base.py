@@ -1,0 +1,160 @@
+"""What every requirement kind is: parse itself, check the host, describe itself, fix itself.
+
+A kind is one small class in its own module (see `fp4doctor.profile.kinds` for the registry).
+It holds only its own argument; what every requirement shares (id, `when`, fix, source, reason,
+line) lives on `model.Requirement`, which wraps a kind.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from packaging.specifiers import SpecifierSet
+
+from fp4doctor.facts import Gpu, HostFacts, canonical_name
+from fp4doctor.versions import contains, spec_text
+
+if TYPE_CHECKING:
+    from fp4doctor.profile.model import Requirement
+    from fp4doctor.profile.yamlnode import Node
+
+VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def is_true(value: str | None) -> bool:
+    """How the engines read a boolean variable that is not parsed with int(): 1/true/yes/on."""
+    return value is not None and value.strip().lower() in TRUE_WORDS
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules look at: the facts, the package versions (engine version applied), env."""
+
+    facts: HostFacts
+    versions: Mapping[str, str]  # canonical distribution name -> installed version
+    env: Mapping[str, str]
+    # The engine version being judged (it may not be installed): `when` conditions use it.
+    engine: tuple[str, str] | None = None
+
+    @property
+    def gpus(self) -> list[Gpu]:
+        return self.facts.gpus
+
+    def version(self, dist: str) -> str | None:
+        """The installed version of `dist` (for the engine: the one --engine-version names)."""
+        return self.versions.get(canonical_name(dist))
+
+    def judged_version(self, dist: str) -> str | None:
+        """What `when` conditions compare: the engine version being judged, even when it is not
+        installed (the profile's newest), else the installed version."""
+        if self.engine is not None and canonical_name(dist) == self.engine[0]:
+            return self.engine[1]
+        return self.version(dist)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one requirement on the host (or one GPU): what was measured, what is
+    required, in words a user reads."""
+
+    ok: bool
+    measured: str
+    required: str
+
+
+# Parses a nested requirement (for the kinds that combine others).
+ParseChild = Callable[["Node"], "Requirement"]
+# The named conditions a `use:` may refer to.
+Named = Mapping[str, tuple["Requirement", ...]]
+
+
+class Kind(ABC):
+    """One kind of requirement. Subclasses set `key` (the YAML key) and implement the rest."""
+
+    key: ClassVar[str]
+    options: ClassVar[tuple[str, ...]] = ()  # other keys this kind reads beside `key`
+
+    @classmethod
+    @abstractmethod
+    def parse(
+        cls, value: Node, fields: Mapping[str, Node], child: ParseChild, named: Named
+    ) -> Kind:
+        """Build the kind from its YAML value (and its `options` among `fields`)."""
+
+    @abstractmethod
+    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
+        """Does the host (or `gpu`, for per-GPU kinds) meet it? Never raises for odd facts."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The requirement in plain words (Markdown), for docs and reports."""
+
+    @property
+    def per_gpu(self) -> bool:
+        """Checked on each GPU rather than once per host."""
+        return False
+
+    def default_id(self) -> str:
+        """The finding id when the profile gives none."""
+        return self.key
+
+    def default_fix(self, ctx: Context) -> str | None:
+        """A safe command or setting that meets it, when the profile names none."""
+        return None
+
+    def packages(self) -> tuple[str, ...]:
+        """The distributions whose versions the check reads (the probe looks them up)."""
+        return ()
+
+    def children(self) -> tuple[Requirement, ...]:
+        """Nested requirements, for the kinds that combine others."""
+        return ()
+
+
+@dataclass(frozen=True)
+class VersionKind(Kind):
+    """A specifier over one version the host reports: cuDNN, CUDA runtime, driver, nvcc."""
+
+    label: ClassVar[str]  # "cuDNN backend": how the value is named in a check's text
+    words: ClassVar[str]  # how the docs name it
+    present_only: ClassVar[bool] = False  # `key: true` means "present at any version"
+
+    spec: SpecifierSet
+
+    @classmethod
+    def parse(
+        cls, value: Node, fields: Mapping[str, Node], child: ParseChild, named: Named
+    ) -> Kind:
+        if cls.present_only and value.scalar() is True:
+            return cls(SpecifierSet(""))
+        return cls(value.specifier())
+
+    @abstractmethod
+    def found(self, ctx: Context) -> str | None:
+        """The version on this host, or None."""
+
+    @abstractmethod
+    def missing(self, ctx: Context) -> str:
+        """Why no version was found, in a user's words."""
+
+    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
+        spec = self.spec
+        wanted = f"{self.label} {spec_text(spec)}" if str(spec) else f"{self.label} present"
+        found = self.found(ctx)
+        if found is None:
+            return Check(False, self.missing(ctx), wanted)
+        ok = contains(self.spec, found)
+        if ok is None:
+            unreadable = f"{self.label} {found} (not a version fp4doctor can compare)"
+            return Check(False, unreadable, wanted)
+        return Check(ok, f"{self.label} {found}", wanted)
+
+    def describe(self) -> str:
+        if not str(self.spec):
+            return f"{self.words} found"
+        return f"{self.words} {spec_text(self.spec)}"

@@ -1,0 +1,56 @@
+"""`same_version: [A, B]` — two distributions installed at the same version (A follows B).
+
+- same_version: [flashinfer-cubin, flashinfer-python]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from fp4doctor.facts import Gpu
+from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
+from fp4doctor.profile.yamlnode import Node
+
+
+@dataclass(frozen=True)
+class SameVersion(Kind):
+    key = "same_version"
+
+    follower: str
+    leader: str
+
+    @classmethod
+    def parse(
+        cls, value: Node, fields: Mapping[str, Node], child: ParseChild, named: Named
+    ) -> Kind:
+        names = value.texts()
+        if len(names) != 2:
+            raise value.error("should list exactly two distributions")
+        return cls(names[0], names[1])
+
+    def packages(self) -> tuple[str, ...]:
+        return (self.follower, self.leader)
+
+    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
+        a, b = self.follower, self.leader
+        va, vb = ctx.version(a), ctx.version(b)
+        wanted = f"{a} at the same version as {b}"
+        if va is None:
+            return Check(False, f"{a} is not installed" + (f" ({b} {vb})" if vb else ""), wanted)
+        if vb is None:
+            return Check(False, f"{b} is not installed", wanted)
+        try:
+            same = Version(va) == Version(vb)
+        except InvalidVersion:
+            same = va == vb
+        return Check(same, f"{a} {va}, {b} {vb}", wanted)
+
+    def describe(self) -> str:
+        return f"`{self.follower}` installed at the same version as `{self.leader}`"
+
+    def default_fix(self, ctx: Context) -> str | None:
+        leader = ctx.version(self.leader) or f"<{self.leader} version>"
+        return f"pip install {self.follower}=={leader}"

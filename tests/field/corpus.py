@@ -1,0 +1,227 @@
+"""The field corpus: real FP4 failures from public trackers, replayed against the doctor.
+
+Each case is `cases/<id>.yaml` (what happened, the command a user in that situation runs, what a
+correct doctor answers) and `hosts/<id>.json` (the host reconstructed as a facts snapshot). This
+module loads them, runs the command in-process against the snapshot and judges the answer; the
+pytest module (`tests/test_field_corpus.py`) and the catch-rate report (`tools/field_corpus.py`)
+share it, so both apply one rule.
+
+A case is *caught* when the doctor exits with the expected code and its report mentions every
+expected name (case-insensitive). A case is *knowable* when its `needs` list is empty: the host
+facts alone say what is wrong, without the model's shapes, MoE internals or a live run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+FIELD_DIR = Path(__file__).resolve().parent
+CASES_DIR = FIELD_DIR / "cases"
+HOSTS_DIR = FIELD_DIR / "hosts"
+
+TARGETS = ("vllm", "sglang", "trtllm", "flashinfer")
+CATEGORIES = ("arch", "moe", "bad-release", "packaging", "jit", "cudnn", "shape", "knob", "other")
+NEEDS = ("moe", "model", "unknowable")
+
+# Variables from the outer environment that could change a verdict: engine knobs, FlashInfer and
+# Triton settings, GPU selection and fp4doctor's own switches. They are removed while a case runs.
+_ENV_PREFIXES = ("VLLM_", "SGLANG_", "FLASHINFER_", "TRTLLM_", "TLLM_", "TRITON_", "FP4DOCTOR_")
+_ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "NO_COLOR", "FORCE_COLOR")
+
+
+class CaseError(ValueError):
+    """A case file that does not follow the corpus format."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One field report, as the corpus records it."""
+
+    id: str
+    link: str
+    title: str
+    summary: str
+    target: str
+    command: str
+    expect_exit: int
+    expect_names: tuple[str, ...]
+    category: str
+    needs: tuple[str, ...]
+    synthetic: tuple[str, ...]
+    caught_since: str | None
+    path: Path = field(compare=False)
+
+    @property
+    def knowable(self) -> bool:
+        """True when host facts alone can tell what is wrong."""
+        return not self.needs
+
+    @property
+    def host_path(self) -> Path:
+        return HOSTS_DIR / f"{self.id}.json"
+
+    def argv(self) -> list[str]:
+        """The full fp4doctor argument list: the case's command against its host snapshot."""
+        args = shlex.split(self.command)
+        args += ["--facts", str(self.host_path)]
+        if args[0] == "check":
+            args.append("--no-smoke")
+        return args
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the doctor did with one case."""
+
+    exit_code: int
+    output: str  # stdout and stderr together
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the doctor caught a case, and why not."""
+
+    case: Case
+    run: Run
+    missing_names: tuple[str, ...]
+
+    @property
+    def exit_ok(self) -> bool:
+        return self.run.exit_code == self.case.expect_exit
+
+    @property
+    def caught(self) -> bool:
+        return self.exit_ok and not self.missing_names
+
+    def explain(self) -> str:
+        """One line saying what was expected and what came back."""
+        if self.caught:
+            return "caught"
+        parts = []
+        if not self.exit_ok:
+            parts.append(f"exit {self.run.exit_code}, expected {self.case.expect_exit}")
+        if self.missing_names:
+            parts.append("report never mentions " + ", ".join(repr(n) for n in self.missing_names))
+        return "; ".join(parts)
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type, where: Path) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise CaseError(f"{where}: '{key}' must be a {kind.__name__}")
+    return value
+
+
+def _strings(data: Mapping[str, Any], key: str, where: Path) -> tuple[str, ...]:
+    value = data.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CaseError(f"{where}: '{key}' must be a list of strings")
+    return tuple(value)
+
+
+def parse_case(path: Path) -> Case:
+    """Read and check one case file."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise CaseError(f"{path}: expected a mapping")
+    case_id = _require(data, "id", str, path)
+    if case_id != path.stem:
+        raise CaseError(f"{path}: id '{case_id}' does not match the file name")
+    link = _require(data, "link", str, path)
+    if not link.startswith("https://github.com/") or not ("/issues/" in link or "/pull/" in link):
+        raise CaseError(f"{path}: link must be a GitHub issue or pull request")
+    target = _require(data, "target", str, path)
+    if target not in TARGETS:
+        raise CaseError(f"{path}: target must be one of {', '.join(TARGETS)}")
+    category = _require(data, "category", str, path)
+    if category not in CATEGORIES:
+        raise CaseError(f"{path}: category must be one of {', '.join(CATEGORIES)}")
+    needs = _strings(data, "needs", path)
+    unknown = [n for n in needs if n not in NEEDS]
+    if unknown:
+        raise CaseError(f"{path}: needs may only hold {', '.join(NEEDS)} (got {unknown[0]!r})")
+    expect = _require(data, "expect", dict, path)
+    expect_exit = _require(expect, "exit", int, path)
+    command = _require(data, "command", str, path)
+    if f"--target {target}" not in command:
+        raise CaseError(f"{path}: command must say --target {target}")
+    caught_since = data.get("caught_since")
+    if caught_since is not None and not isinstance(caught_since, str):
+        raise CaseError(f"{path}: 'caught_since' must be a string or null")
+    case = Case(
+        id=case_id,
+        link=link,
+        title=_require(data, "title", str, path),
+        summary=_require(data, "summary", str, path),
+        target=target,
+        command=command,
+        expect_exit=expect_exit,
+        expect_names=_strings(expect, "names", path),
+        category=category,
+        needs=needs,
+        synthetic=_strings(data, "synthetic", path),
+        caught_since=caught_since,
+        path=path,
+    )
+    if not case.host_path.is_file():
+        raise CaseError(f"{path}: no host snapshot {case.host_path.name}")
+    return case
+
+
+def load_cases(directory: Path = CASES_DIR) -> list[Case]:
+    """Every case of the corpus, sorted by id."""
+    return [parse_case(p) for p in sorted(directory.glob("*.yaml"))]
+
+
+# --- running and judging -----------------------------------------------------------------------
+
+
+def _outer_fp4_variables(environ: Mapping[str, str]) -> list[str]:
+    return [k for k in environ if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES]
+
+
+@contextmanager
+def clean_environment() -> Iterator[None]:
+    """Remove the outer environment's FP4 variables for the duration of a run."""
+    saved = {k: os.environ.pop(k) for k in _outer_fp4_variables(os.environ)}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def run_case(case: Case) -> Run:
+    """Run the case's command in-process (click's runner) against its host snapshot."""
+    from click.testing import CliRunner
+
+    from fp4doctor.cli import main
+
+    with clean_environment():
+        result = CliRunner().invoke(main, case.argv(), catch_exceptions=True)
+    output = result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        output += f"\n[field corpus] crashed: {result.exception!r}"
+    return Run(exit_code=result.exit_code, output=output)
+
+
+def judge_case(case: Case, run: Run | None = None) -> Verdict:
+    """Run the case (unless a run is given) and judge the doctor's answer."""
+    run = run if run is not None else run_case(case)
+    text = run.output.lower()
+    missing = tuple(n for n in case.expect_names if n.lower() not in text)
+    return Verdict(case=case, run=run, missing_names=missing)
+
+
+def judge_all(cases: Iterable[Case]) -> list[Verdict]:
+    return [judge_case(c) for c in cases]

@@ -1,0 +1,92 @@
+"""The field corpus: real FP4 failures from public trackers, replayed against the doctor.
+
+Each case in tests/field/cases/ runs its `command` against tests/field/hosts/<id>.json and must get
+the expected exit code and mention every expected name (tests/field/corpus.py holds the rule).
+A case the doctor does not catch yet (`caught_since: null`) is a strict xfail: when a change
+starts catching it, this test fails until the case's `caught_since` is set, so the catch rate only
+moves on purpose. `python tools/field_corpus.py` prints the rate.
+
+The cases run in-process through click's runner (50 subprocesses would take ~15 s); one test
+checks that a subprocess with a clean environment gives the same answer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+
+def _load_corpus() -> ModuleType:
+    name = "fp4doctor_field_corpus"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).parent / "field" / "corpus.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus = _load_corpus()
+CASES = corpus.load_cases()
+
+
+def _param(case: Any) -> object:
+    if case.caught_since is not None:
+        return pytest.param(case, id=case.id)
+    why = f"needs {' and '.join(case.needs)}" if case.needs else "knowable from host facts"
+    reason = f"not caught yet ({why}): {case.link}"
+    return pytest.param(case, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_field_case(case: Any) -> None:
+    verdict = corpus.judge_case(case)
+    assert verdict.caught, (
+        f"{case.id} ({case.link}): {verdict.explain()}\n"
+        f"command: fp4doctor {' '.join(case.argv())}\n--- report ---\n{verdict.run.output[-4000:]}"
+    )
+
+
+def test_corpus_shape() -> None:
+    """Enough cases, one id per file, every host snapshot loads as facts."""
+    from fp4doctor import facts
+
+    assert len(CASES) >= 45
+    assert len({c.id for c in CASES}) == len(CASES)
+    hosts = sorted(p.stem for p in corpus.HOSTS_DIR.glob("*.json"))
+    assert hosts == sorted(c.id for c in CASES), "every host belongs to exactly one case"
+    for case in CASES:
+        loaded = facts.load(case.host_path)
+        assert loaded.synthetic and case.link in loaded.synthetic, case.id
+        assert loaded.gpus, case.id
+
+
+def test_subprocess_agrees_with_in_process_run() -> None:
+    """`python -m fp4doctor` in a clean environment gives the in-process exit code and text."""
+    case = next(c for c in CASES if c.caught_since is not None)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith(corpus._ENV_PREFIXES) or k in corpus._ENV_NAMES)
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "fp4doctor", *case.argv()],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    in_process = corpus.run_case(case)
+    assert proc.returncode == in_process.exit_code
+    via_subprocess = corpus.judge_case(case, corpus.Run(proc.returncode, proc.stdout + proc.stderr))
+    assert via_subprocess.caught, via_subprocess.explain()

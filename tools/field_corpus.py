@@ -1,0 +1,102 @@
+"""Print the doctor's catch rate on the field corpus (tests/field/).
+
+    python tools/field_corpus.py            # totals, per category, per needs
+    python tools/field_corpus.py --misses   # also one line per case not caught
+    python tools/field_corpus.py --json     # the same numbers as JSON
+
+Caught: the doctor exits with the expected code and names everything the case expects (the rule
+in tests/field/corpus.py, shared with tests/test_field_corpus.py). Knowable: the case's `needs`
+is empty, so host facts alone tell what is wrong. It also lists cases whose `caught_since` no
+longer matches the outcome, the ones to flip in the YAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_corpus() -> ModuleType:
+    name = "fp4doctor_field_corpus"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "field" / "corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rate(caught: int, total: int) -> str:
+    pct = f"{100 * caught / total:.0f}%" if total else "-"
+    return f"{caught}/{total} ({pct})"
+
+
+def summarise(verdicts: Sequence[Any]) -> dict[str, Any]:
+    """The numbers the report prints: overall, knowable, per category and per need."""
+    by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_need: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for v in verdicts:
+        by_category[v.case.category][0] += v.caught
+        by_category[v.case.category][1] += 1
+        for need in v.case.needs or ("none",):
+            by_need[need][0] += v.caught
+            by_need[need][1] += 1
+    knowable = [v for v in verdicts if v.case.knowable]
+    return {
+        "caught": sum(v.caught for v in verdicts),
+        "total": len(verdicts),
+        "caught_knowable": sum(v.caught for v in knowable),
+        "knowable": len(knowable),
+        "by_category": {k: {"caught": c, "total": t} for k, (c, t) in sorted(by_category.items())},
+        "by_needs": {k: {"caught": c, "total": t} for k, (c, t) in sorted(by_need.items())},
+        "stale_flags": [
+            v.case.id for v in verdicts if v.caught != (v.case.caught_since is not None)
+        ],
+        "misses": {v.case.id: v.explain() for v in verdicts if not v.caught},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--misses", action="store_true", help="list every case not caught")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    args = parser.parse_args(argv)
+
+    corpus = load_corpus()
+    summary = summarise(corpus.judge_all(corpus.load_cases()))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+
+    print(f"caught / total:    {_rate(summary['caught'], summary['total'])}")
+    print(f"caught / knowable: {_rate(summary['caught_knowable'], summary['knowable'])}")
+    print("\nby category:")
+    for name, n in summary["by_category"].items():
+        print(f"  {name:<12} {_rate(n['caught'], n['total'])}")
+    print("\nby needs:")
+    for name, n in summary["by_needs"].items():
+        print(f"  {name:<12} {_rate(n['caught'], n['total'])}")
+    if summary["stale_flags"]:
+        print("\ncaught_since to update (outcome changed):")
+        for case_id in summary["stale_flags"]:
+            print(f"  {case_id}")
+    if args.misses:
+        print("\nnot caught:")
+        for case_id, why in summary["misses"].items():
+            print(f"  {case_id}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
