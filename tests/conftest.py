@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from smoke_fakes import FAULT_RUN, HAS_TORCH, NO_TORCH, FakeRun, fake_env, run_fakes
@@ -89,3 +92,68 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
         ours.seek(0)
         run.our_stdout = ours.read()
     return run
+
+
+# --- slow fixtures started early, in the background --------------------------------------------
+#
+# A few module fixtures only wait on subprocesses that import torch or FlashInfer (seconds each)
+# and share nothing with the tests before them. A test module lists them in a module-level
+# `PREFETCH = {"fixture_name": compute}` (compute takes an empty directory of its own); when a
+# collected test uses one, it is started in one background thread as soon as collection ends,
+# so its waiting overlaps the tests before it (pytest itself keeps only one core busy). The
+# fixture then calls `prefetched(__name__, "fixture_name", compute)`, which waits for that
+# result (an exception is re-raised there), or computes it in place when nothing was started
+# (the module run alone with -k, say). Only jobs that print nothing to our stdout and whose
+# timing is measured inside themselves belong here.
+
+T = TypeVar("T")
+_PREFETCHED: dict[tuple[str, str], Future[Any]] = {}
+_PREFETCH_STATE: dict[str, Any] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    jobs: dict[tuple[str, str], Callable[[Path], Any]] = {}
+    for item in session.items:
+        module = getattr(item, "module", None)
+        table = getattr(module, "PREFETCH", None)
+        if module is None or not table:
+            continue
+        for name in getattr(item, "fixturenames", ()):
+            if name in table:
+                jobs.setdefault((module.__name__, name), table[name])
+    if not jobs:
+        return
+    root = Path(tempfile.mkdtemp(prefix="fp4doctor-prefetch-"))
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fp4doctor-prefetch")
+    _PREFETCH_STATE.update(root=root, executor=executor)
+    for number, (key, compute) in enumerate(jobs.items()):
+        workdir = root / f"{number}-{key[1]}"
+        workdir.mkdir()
+        _PREFETCHED[key] = executor.submit(compute, workdir)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    executor = _PREFETCH_STATE.pop("executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True, cancel_futures=True)
+    root = _PREFETCH_STATE.pop("root", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def prefetched(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str, str, Callable[[Path], T]], T]:
+    """`prefetched(__name__, "name", compute)`: the result started early, or computed now."""
+
+    def take(module: str, name: str, compute: Callable[[Path], T]) -> T:
+        future = _PREFETCHED.pop((module, name), None)
+        if future is None:
+            return compute(tmp_path_factory.mktemp(name))
+        result: T = future.result()
+        return result
+
+    return take

@@ -60,12 +60,12 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
-def _workers(token: str) -> dict[int, str]:
-    """Live processes that run the smoke worker and either descend from this test (the
-    `ppid` chain) or carry this test's token in their environment (an orphan whose parent
-    died is re-parented, so its chain no longer leads here)."""
+def _workers(token: str, command: int) -> dict[int, str]:
+    """Live processes that run the smoke worker and either descend from the `command` this test
+    started (the `ppid` chain) or carry this test's token in their environment (an orphan whose
+    parent died is re-parented, so its chain no longer leads here). Other tests' workers (a
+    fixture's, started in the background by tests/conftest.py) are neither."""
     found: dict[int, str] = {}
-    me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -77,7 +77,7 @@ def _workers(token: str) -> dict[int, str]:
             continue  # gone meanwhile, or not ours to read
         if WORKER_MODULE not in cmdline or not _alive(pid):
             continue
-        if _descends_from(pid, me) or f"{TOKEN_ENV}={token}".encode() in environ.split(b"\0"):
+        if _descends_from(pid, command) or f"{TOKEN_ENV}={token}".encode() in environ.split(b"\0"):
             found[pid] = cmdline
     return found
 
@@ -167,7 +167,7 @@ def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
         (worker,) = _recorded(tmp_path, "emulation.")  # the worker is inside the adapter
-        running = _workers(token)
+        running = _workers(token, proc.pid)
         assert list(running) == [worker]  # the scan below sees a worker while there is one
         os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         out, err = proc.communicate(timeout=30)
@@ -180,7 +180,7 @@ def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
     assert "Traceback" not in err and "Aborted!" not in err
     assert err.splitlines()[-1] == "fp4doctor: interrupted"
     assert _still_alive(_recorded(tmp_path)) == []  # the worker and the hang's own child
-    assert _workers(token) == {}
+    assert _workers(token, proc.pid) == {}
 
 
 def test_ctrl_c_exit_code_is_documented_apart_from_not_ready() -> None:

@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,10 +36,7 @@ print(json.dumps({"imported": heavy, "results": [r.to_dict() for r in results]})
 """
 
 
-@pytest.fixture(scope="module")
-def all_on_cpu() -> dict[str, Any]:
-    if not HAS_TORCH:
-        pytest.skip(NO_TORCH)  # the workers would only report that torch is missing
+def _run_all_on_cpu(workdir: Path) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-c", _ALL_ON_CPU], capture_output=True, text=True, timeout=120
     )
@@ -45,6 +44,17 @@ def all_on_cpu() -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(proc.stdout)  # stdout holds our JSON and nothing else
     doc["by_adapter"] = {r["adapter"]: r for r in doc["results"]}
     return doc
+
+
+# Started in the background once collection ends (tests/conftest.py, `prefetched`).
+PREFETCH = {"all_on_cpu": _run_all_on_cpu} if HAS_TORCH else {}
+
+
+@pytest.fixture(scope="module")
+def all_on_cpu(prefetched: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    if not HAS_TORCH:
+        pytest.skip(NO_TORCH)  # the workers would only report that torch is missing
+    return prefetched(__name__, "all_on_cpu", _run_all_on_cpu)
 
 
 def test_the_main_process_imports_no_torch(all_on_cpu: dict[str, Any]) -> None:

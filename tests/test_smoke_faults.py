@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,12 +50,20 @@ def crashes(fault_run: FakeRun) -> FakeRun:
     return fault_run
 
 
+def _run_hang(pid_dir: Path) -> FakeRun:
+    return run_fakes(["fake-hang", "fake-where"], pid_dir, timeout_s=TIMEOUT_S)
+
+
+# Started in the background once collection ends (tests/conftest.py, `prefetched`): most of
+# its seconds are the timeout and two workers' `import torch`, all measured inside the run.
+PREFETCH = {"hang": _run_hang} if HAS_TORCH else {}
+
+
 @pytest.fixture(scope="module")
-def hang(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
+def hang(prefetched: Callable[..., FakeRun]) -> FakeRun:
     if not HAS_TORCH:
         pytest.skip(NO_TORCH)
-    names = ["fake-hang", "fake-where"]
-    return run_fakes(names, tmp_path_factory.mktemp("pids"), timeout_s=TIMEOUT_S)
+    return prefetched(__name__, "hang", _run_hang)
 
 
 # --- wrong answers: status fail, with the numbers -------------------------------------------

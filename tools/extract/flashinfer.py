@@ -219,9 +219,11 @@ def call_name(node: ast.AST) -> str | None:
 
 def int_list(node: ast.AST | None) -> list[int] | None:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        vals = [e.value for e in node.elts if isinstance(e, ast.Constant)]
-        if len(vals) == len(node.elts) and all(isinstance(v, int) for v in vals):
-            return sorted(int(v) for v in vals)
+        vals = [
+            e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, int)
+        ]
+        if len(vals) == len(node.elts):
+            return sorted(vals)
     return None
 
 
@@ -374,20 +376,21 @@ def cudnn_gates(fns: Iterable[ast.FunctionDef], mod: Module) -> Json:
                 continue
             left, right = node.left, node.comparators[0]
             lt = ast.unparse(left)
-            if "backend_version" in lt and isinstance(right, ast.Constant):
-                backend.append(
-                    {"fn": fn.name, "cmp": f"{type(node.ops[0]).__name__} {right.value}"}
-                )
+            if (
+                "backend_version" in lt
+                and isinstance(right, ast.Constant)
+                and isinstance(right.value, int)
+            ):
+                op = type(node.ops[0]).__name__
+                backend.append({"fn": fn.name, "cmp": f"{op} {right.value}"})
             elif "cudnn.__version__" in text and isinstance(right, ast.Tuple):
-                vals = int_list(right)
-                if vals is not None and isinstance(left, ast.Tuple):
-                    frontend.add(
-                        ".".join(
-                            str(int(e.value))
-                            for e in right.elts  # type: ignore
-                            if isinstance(e, ast.Constant)
-                        )
-                    )
+                nums = [
+                    e.value
+                    for e in right.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, int)
+                ]
+                if nums and len(nums) == len(right.elts) and isinstance(left, ast.Tuple):
+                    frontend.add(".".join(str(x) for x in nums))
             elif (
                 "cudnn.__version__" in text
                 and "version" in lt
@@ -681,7 +684,8 @@ class Heuristic:
             def visit_Name(self, n: ast.Name) -> ast.AST:
                 val = self.vars_.get(n.id)
                 if isinstance(val, ast.expr) and not isinstance(val, (ast.Tuple, ast.List)):
-                    return self.visit(val)
+                    result: ast.AST = self.visit(val)
+                    return result
                 const = self.consts.get(n.id)
                 if isinstance(const, ast.Call) and call_name(const) == "Version":
                     return const
@@ -846,6 +850,7 @@ def extract_mm_fp4(pkg: Package) -> Json:
     out: Json = {
         "present": True,
         "file": mod.path,
+        "at": mod.line(fn),
         "backend_literal": literal,
         "default_backend": default.value if isinstance(default, ast.Constant) else None,
     }
@@ -885,6 +890,7 @@ def extract_mm_fp4(pkg: Package) -> Json:
             rmod, rfn = req
             entry["requirement_file"] = rmod.path
             entry["cc"] = decorator_ccs(rfn)
+            entry["at"] = rmod.line(rfn)
             entry["cc_source"] = "decorator" if entry["cc"] is not None else None
             if entry["cc"] is None:
                 entry["unverified"] = "requirement function has no @supported_compute_capability"
@@ -961,7 +967,11 @@ def extract_mm_fp4(pkg: Package) -> Json:
     if heur_name and heur_name in mod.funcs:
         hfn = mod.funcs[heur_name]
         text = mod.seg(hfn)
-        auto: Json = {"heuristic_fn": heur_name, "source_sha256_16": sha(text)}
+        auto: Json = {
+            "heuristic_fn": heur_name,
+            "at": mod.line(hfn),
+            "source_sha256_16": sha(text),
+        }
         try:
             auto["by_cc"] = auto_table(hfn, mod)
             auto["assumed"] = dict(sorted(AUTO_ASSUME.items()))
@@ -1005,7 +1015,7 @@ def cutlass_moe_dispatch(mod: Module) -> Json | None:
 
 
 def moe_entry(pkg: Package, mod: Module, fn: ast.FunctionDef) -> Json:
-    e: Json = {"file": mod.path, "cc": decorator_ccs(fn)}
+    e: Json = {"file": mod.path, "at": mod.line(fn), "cc": decorator_ccs(fn)}
     deco = decorator_call(fn, "backend_requirement")
     if deco is not None:
         per: Json = {}
@@ -1024,6 +1034,10 @@ def moe_entry(pkg: Package, mod: Module, fn: ast.FunctionDef) -> Json:
     e["needs_cute_dsl"] = any(mk in names_in(fn) for mk in CUTE_MARKERS) or "cute_dsl" in mod.path
     if e["cc"] is None and not e.get("backend_requirement_cc"):
         e["cc_source"] = "inline/jit"
+        e["unverified"] = (
+            "no @supported_compute_capability: the CC gate is whatever inline_cc_checks and "
+            "the JIT targets (jit) allow"
+        )
     else:
         e["cc_source"] = "decorator"
     if fn.name == "cutlass_fused_moe":
