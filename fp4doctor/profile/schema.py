@@ -311,12 +311,8 @@ def compose(text: str, file: str) -> Node:
     _check_depth(text, file)
     try:
         nodes = list(yaml.compose_all(text, Loader=_LOADER))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        raise ProfileError(f"{file}{line}: not valid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{file}: not valid YAML: {exc}") from None
+        raise _invalid(exc, file) from None
     if len(nodes) != 1 or nodes[0] is None:
         raise ProfileError(f"{file}: should hold exactly one YAML document")
     # Aliases: a tree of aliases (a "billion laughs") is exponential to walk.
@@ -434,12 +430,17 @@ def _check_depth(text: str, file: str) -> None:
                     raise ProfileError(f"{file}:{line}: nested deeper than {MAX_DEPTH} levels")
             elif isinstance(token, _CLOSING):
                 depth -= 1
-    except yaml.MarkedYAMLError as exc:
+    except yaml.YAMLError as exc:
+        raise _invalid(exc, file) from None
+
+
+def _invalid(exc: yaml.YAMLError, file: str) -> ProfileError:
+    """YAML the parser refuses, with the line where it can tell."""
+    if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise ProfileError(f"{file}{line}: not valid YAML: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{file}: not valid YAML: {exc}") from None
+        return ProfileError(f"{file}{line}: not valid YAML: {exc.problem or exc}")
+    return ProfileError(f"{file}: not valid YAML: {exc}")
 
 
 def _has_alias(node: yaml.Node) -> bool:

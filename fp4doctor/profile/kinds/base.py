@@ -117,6 +117,32 @@ class Kind(ABC):
 
 
 @dataclass(frozen=True)
+class Composite(Kind):
+    """A kind over nested requirements (all_of, any_of, use). all_of and any_of need an `id`:
+    their finding has no other name."""
+
+    requirements: tuple[Requirement, ...]
+
+    @property
+    def per_gpu(self) -> bool:
+        return any(r.per_gpu for r in self.requirements)
+
+    @classmethod
+    def parse(
+        cls, value: Node, fields: Mapping[str, Node], child: ParseChild, named: Named
+    ) -> Kind:
+        if "id" not in fields:
+            raise value.error(f"an '{cls.key}' requirement needs an 'id'")
+        requirements = tuple(child(n) for n in value.sequence())
+        if not requirements:
+            raise value.error("should list at least one requirement")
+        return cls(requirements)
+
+    def children(self) -> tuple[Requirement, ...]:
+        return self.requirements
+
+
+@dataclass(frozen=True)
 class VersionKind(Kind):
     """A specifier over one version the host reports: cuDNN, CUDA runtime, driver, nvcc."""
 

@@ -8,27 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fp4doctor.facts import Gpu
 from fp4doctor.profile.kinds.all_of import all_hold
-from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
+from fp4doctor.profile.kinds.base import Check, Composite, Context, Kind, Named, ParseChild
 from fp4doctor.profile.yamlnode import Node
-
-if TYPE_CHECKING:
-    from fp4doctor.profile.model import Requirement
 
 
 @dataclass(frozen=True)
-class Use(Kind):
+class Use(Composite):
     key = "use"
 
-    name: str
-    requirements: tuple[Requirement, ...]
-
-    @property
-    def per_gpu(self) -> bool:
-        return any(r.per_gpu for r in self.requirements)
+    name: str = ""
 
     @classmethod
     def parse(
@@ -38,13 +29,10 @@ class Use(Kind):
         if name not in named:
             valid = ", ".join(named) or "none are defined above this point"
             raise value.error(f"names no entry of 'conditions' (valid: {valid})")
-        return cls(name, named[name])
+        return cls(named[name], name)
 
     def default_id(self) -> str:
         return self.name
-
-    def children(self) -> tuple[Requirement, ...]:
-        return self.requirements
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:
         return all_hold(self.requirements, ctx, gpu)
