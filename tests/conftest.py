@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sys
+import subprocess
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -65,46 +65,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # --- smoke runs through the fakes (tests/smoke_fakes.py) ----------------------------------------
 
 
-@pytest.fixture(scope="session")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FakeRun:
-    """One run through smoke_fakes.FAULT_RUN (wrong answers, crashes, out of memory, then
-    `emulation`), shared by tests/test_smoke_faults.py and tests/test_faults_smoke.py: a
-    worker costs `import torch`, so one run of 4 workers replaces three runs of 6."""
-    if not HAS_TORCH:
-        pytest.skip(NO_TORCH)
+def _run_the_faults(pid_dir: Path) -> FakeRun:
     from fp4doctor.smoke.worker import EXTRA_ADAPTERS_ENV
 
-    pid_dir = tmp_path_factory.mktemp("fault-run-pids")
     env = fake_env(pid_dir)
     env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:FAKES,smoke_fakes:OOM_FAKES"
-    # Everything that reaches our fd 1 meanwhile is kept (capfd is per test; this is a
-    # session fixture): a worker's stdout must never leak into ours.
-    with tempfile.TemporaryFile() as ours:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        os.dup2(ours.fileno(), 1)
-        try:
-            run = run_fakes(list(FAULT_RUN), pid_dir, timeout_s=60, env=env)
-        finally:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-        ours.seek(0)
-        run.our_stdout = ours.read()
-    return run
+    return run_fakes(list(FAULT_RUN), pid_dir, timeout_s=60, env=env)
+
+
+@pytest.fixture(scope="session")
+def fault_run(prefetched: Callable[..., FakeRun]) -> FakeRun:
+    """One run through smoke_fakes.FAULT_RUN (wrong answers, crashes, out of memory, then
+    `emulation`), shared by tests/test_smoke_faults.py and tests/test_faults_smoke.py: a
+    worker costs `import torch`, so one run of 4 workers replaces three runs of 6. Started in
+    the background (below)."""
+    if not HAS_TORCH:
+        pytest.skip(NO_TORCH)
+    return prefetched(__name__, "fault_run", _run_the_faults)
 
 
 # --- slow fixtures started early, in the background --------------------------------------------
 #
-# A few module fixtures only wait on subprocesses that import torch or FlashInfer (seconds each)
-# and share nothing with the tests before them. A test module lists them in a module-level
-# `PREFETCH = {"fixture_name": compute}` (compute takes an empty directory of its own); when a
-# collected test uses one, it is started in one background thread as soon as collection ends,
-# so its waiting overlaps the tests before it (pytest itself keeps only one core busy). The
-# fixture then calls `prefetched(__name__, "fixture_name", compute)`, which waits for that
-# result (an exception is re-raised there), or computes it in place when nothing was started
-# (the module run alone with -k, say). Only jobs that print nothing to our stdout and whose
-# timing is measured inside themselves belong here.
+# A few fixtures only wait on workers or subprocesses that import torch or FlashInfer (seconds
+# each) and share nothing with the tests before them. A test module lists them in a module-level
+# `PREFETCH = {"fixture_name": compute}` (compute takes an empty directory of its own; this
+# file's own `PREFETCH` holds `fault_run`); when a collected test uses one, it is started in one
+# background thread as soon as collection ends, so its waiting overlaps the tests before it
+# (pytest itself keeps only one core busy). The fixture then calls
+# `prefetched(__name__, "fixture_name", compute)`, which waits for that result (an exception is
+# re-raised there), or computes it in place when nothing was started (the module run alone
+# with -k, say). Only jobs that print nothing to our stdout and whose timing is measured inside
+# themselves belong here; a test that changes state they read (fp4doctor.smoke.runner's
+# timeouts) asks for `no_background_runs` first.
+
+# A child started with vfork() from the prefetch thread shares the parent's memory until it
+# execs; with tests running in the main thread meanwhile, one such exec failed here with EFAULT
+# ("Bad address"). Plain fork() copies the memory first. (CPython's documented switch, 3.11+.)
+if hasattr(subprocess, "_USE_VFORK"):
+    subprocess._USE_VFORK = False
 
 T = TypeVar("T")
 _PREFETCHED: dict[tuple[str, str], Future[Any]] = {}
@@ -112,17 +110,18 @@ _PREFETCH_STATE: dict[str, Any] = {}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
+    if session.config.option.collectonly or os.environ.get("FP4DOCTOR_NO_PREFETCH"):
         return
     jobs: dict[tuple[str, str], Callable[[Path], Any]] = {}
     for item in session.items:
         module = getattr(item, "module", None)
-        table = getattr(module, "PREFETCH", None)
-        if module is None or not table:
-            continue
+        tables = [(__name__, PREFETCH), (getattr(module, "__name__", ""), {})]
+        if module is not None:
+            tables[1] = (module.__name__, getattr(module, "PREFETCH", {}))
         for name in getattr(item, "fixturenames", ()):
-            if name in table:
-                jobs.setdefault((module.__name__, name), table[name])
+            for owner, table in tables:
+                if name in table:
+                    jobs.setdefault((owner, name), table[name])
     if not jobs:
         return
     root = Path(tempfile.mkdtemp(prefix="fp4doctor-prefetch-"))
@@ -141,6 +140,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     root = _PREFETCH_STATE.pop("root", None)
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# This file's own: the shared fault run (above).
+PREFETCH: dict[str, Callable[[Path], Any]] = {"fault_run": _run_the_faults} if HAS_TORCH else {}
+
+
+@pytest.fixture
+def no_background_runs() -> None:
+    """Waits until every job started early has finished: for a test that changes module state
+    the runs in the background read (a monkeypatched timeout of fp4doctor.smoke.runner)."""
+    for future in list(_PREFETCHED.values()):
+        future.exception()  # waits; an error is reported by the fixture that takes it
 
 
 @pytest.fixture(scope="session")

@@ -240,7 +240,6 @@ class FakeRun:
     results: list[SmokeResult]
     arrived: list[tuple[float, SmokeResult]]  # (wall-clock time, result) as on_result saw them
     pid_dir: Path
-    our_stdout: bytes | None = None  # what reached this process's fd 1 during the run, if kept
 
     def __getitem__(self, adapter: str) -> SmokeResult:
         (r,) = [r for r in self.results if r.adapter == adapter]
@@ -289,9 +288,8 @@ WRONG_ANSWERS = (
 )
 CRASHES = ("fake-abort", "fake-segfault")
 OUT_OF_MEMORY = tuple(fake.name for fake in OOM_FAKES)
-FAULT_RUN = ("fake-junk-stdout", *WRONG_ANSWERS, *CRASHES, *OUT_OF_MEMORY, "emulation")
+FAULT_RUN = (*WRONG_ANSWERS, *CRASHES, *OUT_OF_MEMORY, "emulation")
 """The order of the shared run. Each worker costs `import torch` (seconds on a small CI host),
-so the junk on stdout, the wrong answers, the crashes and the out-of-memory cases share one
-run of 4 workers: the junk, the wrong answers and the abort in the first, the segfault in the
-second, the three out-of-memory cases in the third (the SIGKILL ends it), and `emulation`, a
-real adapter, in a fourth."""
+so the wrong answers, the crashes and the out-of-memory cases share one run of 4 workers: the
+wrong answers and the abort in the first, the segfault in the second, the three out-of-memory
+cases in the third (the SIGKILL ends it), and `emulation`, a real adapter, in a fourth."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fp4doctor.smoke import ADAPTERS, run_smoke
+from fp4doctor.smoke import ADAPTERS, SmokeResult, run_smoke
 from fp4doctor.smoke.runner import physical_device, worker_env
 
 FLASHINFER = [a for a in ADAPTERS if a.startswith("flashinfer-")]
@@ -29,7 +29,7 @@ else:
 # Runs in a fresh interpreter, so "the main process never imports torch" can be checked.
 _ALL_ON_CPU = """
 import json, sys
-from fp4doctor.smoke import ADAPTERS, run_smoke
+from fp4doctor.smoke import ADAPTERS, SmokeResult, run_smoke
 results = run_smoke(list(ADAPTERS), [])
 heavy = sorted(m for m in ("torch", "flashinfer", "cudnn") if m in sys.modules)
 print(json.dumps({"imported": heavy, "results": [r.to_dict() for r in results]}))
@@ -46,8 +46,9 @@ def _run_all_on_cpu(workdir: Path) -> dict[str, Any]:
     return doc
 
 
-# Started in the background once collection ends (tests/conftest.py, `prefetched`).
-PREFETCH = {"all_on_cpu": _run_all_on_cpu} if HAS_TORCH else {}
+# Started in the background once collection ends (tests/conftest.py, `prefetched`); `pinned`
+# is defined below.
+PREFETCH: dict[str, Callable[[Path], Any]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -162,17 +163,32 @@ def test_flashinfer_arguments_pass_flashinfers_own_checks(
     assert kwargs["out"].dtype == torch.bfloat16 and kwargs["out"].isnan().all()
 
 
-def test_a_gpu_index_is_pinned_through_the_users_cuda_visible_devices() -> None:
-    """The engine's cuda:1 under CUDA_VISIBLE_DEVICES=5,7 is physical GPU 7: the worker is
-    pinned to "7". On this CPU host torch then finds no device, in its own words."""
+def _run_pinned(workdir: Path) -> list[SmokeResult]:
+    """The engine's cuda:1 under CUDA_VISIBLE_DEVICES=5,7 (a worker pinned to "7")."""
+    return run_smoke(["emulation"], [1], env={**os.environ, "CUDA_VISIBLE_DEVICES": "5,7"})
+
+
+@pytest.fixture(scope="module")
+def pinned(prefetched: Callable[..., list[SmokeResult]]) -> list[SmokeResult]:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA; the GPU tests cover it")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "5,7"}
-    (r,) = run_smoke(["emulation"], [1], env=env)
+    return prefetched(__name__, "pinned", _run_pinned)
+
+
+def test_a_gpu_index_is_pinned_through_the_users_cuda_visible_devices(
+    pinned: list[SmokeResult],
+) -> None:
+    """The engine's cuda:1 under CUDA_VISIBLE_DEVICES=5,7 is physical GPU 7: the worker is
+    pinned to "7". On this CPU host torch then finds no device, in its own words."""
+    (r,) = pinned
     assert (r.device, r.gpu, r.status) == ("cuda:1", 1, "error")
     assert "sees no CUDA device with CUDA_VISIBLE_DEVICES='7'" in r.reason
     assert r.library_error and "Traceback" in r.library_error
+
+
+if HAS_TORCH:  # (on a CUDA host `pinned` runs for nothing: its fixture skips there)
+    PREFETCH.update(all_on_cpu=_run_all_on_cpu, pinned=_run_pinned)
 
 
 def test_a_gpu_index_outside_cuda_visible_devices_is_an_error_without_a_worker() -> None:
@@ -217,6 +233,7 @@ def test_workers_run_with_jit_and_downloads_off_unless_allowed() -> None:
     assert "FLASHINFER_NO_DOWNLOAD" not in allowed
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason=f"the adapter's module imports torch: {NO_TORCH}")
 def test_the_backends_an_mm_fp4_declares_are_read_from_its_signature() -> None:
     from typing import Literal
 
