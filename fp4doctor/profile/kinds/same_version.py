@@ -1,4 +1,5 @@
-"""`same_version: [A, B]` — two distributions installed at the same version (A follows B).
+"""`same_version: [A, B]` — two distributions installed at the same version (A follows B); a
+local build suffix (`0.7.4+cu129`) is not a different version.
 
 - same_version: [flashinfer-cubin, flashinfer-python]
 """
@@ -43,7 +44,7 @@ class SameVersion(Kind):
         if vb is None:
             return Check(False, f"{b} is not installed", wanted)
         try:
-            same = Version(va) == Version(vb)
+            same = Version(va).public == Version(vb).public
         except InvalidVersion:
             same = va == vb
         return Check(same, f"{a} {va}, {b} {vb}", wanted)
