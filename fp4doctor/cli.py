@@ -173,6 +173,9 @@ def settle(report: Report, nothing: str) -> None:
         sys.exit(EXIT_NO_VERDICT)
     for n in resolution.notes:
         note(n)
+    for f in resolution.findings:
+        if f.id == "resolve.engine_auto" and f.status.blocking and resolution.ready:
+            note(f"steering away: {f.reason}")
     if resolution.chosen is None or not resolution.ready:
         for f in report.blocking():
             note(f.reason)
@@ -199,6 +202,56 @@ def probe(as_json: bool, redact: bool | None) -> None:
     if redact if redact is not None else as_json:
         host = facts.redact(host)
     sys.stdout.write(facts.dumps(host) if as_json else render.facts_text(host))
+
+
+# --- advisories -----------------------------------------------------------------------------
+
+
+@main.command()
+@click.option(
+    "--facts",
+    "facts_file",
+    type=click.Path(dir_okay=False),
+    help="List what affects this facts snapshot instead of this host.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print them as JSON.")
+def advisories(facts_file: str | None, as_json: bool) -> None:
+    """List the known bugs (crash, wrong output, slow) that affect this host's packages and GPUs,
+    for every engine and backend, MoE included. Exit 0 whatever is listed: `check` decides."""
+    import json
+
+    from fp4doctor import profile, render
+    from fp4doctor.rules.advisories import affecting
+
+    with user_errors():
+        host = facts.load(facts_file) if facts_file else _probe()
+        found = affecting(profile.known_issues(), host)
+    if as_json:
+        doc = [
+            {
+                "id": a.issue.id,
+                "family": a.issue.family,
+                "effect": a.issue.effect,
+                "package": a.issue.package,
+                "versions": str(a.issue.versions),
+                "backends": list(a.issue.backends),
+                "gpus": list(a.gpus),
+                "reason": a.issue.reason,
+                "fixed_in": a.issue.fixed_in,
+                "workaround": a.issue.workaround,
+                "source": a.issue.source,
+            }
+            for a in found
+        ]
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        return
+    sys.stdout.write(render.advisories_text(found))
+
+
+def _probe() -> facts.HostFacts:
+    from fp4doctor.probe import probe_host
+
+    return probe_host()
 
 
 # --- check ----------------------------------------------------------------------------------

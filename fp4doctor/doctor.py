@@ -83,12 +83,7 @@ class Report:
     def outcome(self) -> Outcome:
         if self.evaluation.no_verdict:
             return Outcome.NO_VERDICT
-        blocking = [
-            f
-            for f in (*self.evaluation.host, *self.evaluation.env_findings, *self.evaluation.smoke)
-            if f.status.blocking
-        ]
-        if self.resolution.ready and not blocking:
+        if self.resolution.ready and not self._blocking_outside_the_choice():
             return Outcome.READY
         return Outcome.NOT_READY
 
@@ -103,11 +98,16 @@ class Report:
         """What stands in the way, for a one-line-each explanation."""
         if self.outcome is Outcome.NO_VERDICT:
             return [f for f in self.evaluation.host if f.status.blocking]
-        return [f for f in self.resolution.findings if f.status.blocking] + [
-            f
-            for f in (*self.evaluation.host, *self.evaluation.env_findings, *self.evaluation.smoke)
-            if f.status.blocking
-        ]
+        chosen = [f for f in self.resolution.findings if f.status.blocking]
+        return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
+
+    def _blocking_outside_the_choice(self) -> list[Finding]:
+        """Failures that stand whatever backend is chosen: the host, the environment as set,
+        the CPU live run, and an engine that left alone picks a known-broken backend."""
+        e = self.evaluation
+        found = (*e.host, *e.env_findings, *e.smoke, *self.resolution.findings)
+        stands = ("host.", "env.", "smoke.", "resolve.engine_auto")
+        return [f for f in found if f.status.blocking and f.id.startswith(stands)]
 
 
 Progress = Callable[[str], None]

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # `probe` renders facts without loading the rules
     from fp4doctor.doctor import Report
     from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
+    from fp4doctor.rules.advisories import Affected
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -262,4 +263,31 @@ def facts_text(host: facts.HostFacts) -> str:
         lines.append(f"env {name}={value}")
     for name, reason in sorted(host.probe_errors.items()):
         lines.append(f"probe {name} failed: {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def advisories_text(found: list[Affected]) -> str:
+    """`fp4doctor advisories` for people: one block per known bug that affects this host."""
+    from fp4doctor.versions import spec_text
+
+    if not found:
+        return "No known FP4 bug affects this host's packages and GPUs.\n"
+    lines = [f"{len(found)} known FP4 bug(s) affect this host:"]
+    for a in found:
+        issue = a.issue
+        where = f" on GPU {', '.join(map(str, a.gpus))}" if a.gpus else ""
+        lines.append("")
+        lines.append(
+            f"{issue.effect.upper()} ({issue.family}): {', '.join(issue.backends)} with "
+            f"{issue.package} {spec_text(issue.versions)}{where}  [{issue.id}]"
+        )
+        lines.append(f"  {issue.reason}")
+        if issue.shapes:
+            lines.append(f"  when: {issue.shapes}")
+        fix = issue.workaround or (
+            f"pip install -U '{issue.package}>={issue.fixed_in}'" if issue.fixed_in else None
+        )
+        if fix:
+            lines.append(f"  fix: {fix}")
+        lines.append(f"  source: {issue.source}")
     return "\n".join(lines) + "\n"

@@ -124,10 +124,13 @@ def resolve(
     # Say when the engine, left alone, would pick something that does not work here.
     auto = evaluation.engine_auto
     if auto is not None and not evaluation.valid(auto):
+        # A known crash or wrong output on the backend the engine will pick as configured is
+        # not a detour `env` takes care of: the host as it stands is not ready.
+        broken = evaluation.env_selection is None and _known_bug(evaluation, auto)
         findings.append(
             Finding(
                 "resolve.engine_auto",
-                Status.WARN,
+                Status.FAIL if broken else Status.WARN,
                 f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
                 fix='eval "$(fp4doctor env)"' if chosen else None,
                 backend=auto,
@@ -178,6 +181,14 @@ def resolve(
     # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
     pin = preferred is not None or chosen != auto
     return _knobs(evaluation, chosen, pin, notes, findings)
+
+
+def _known_bug(evaluation: Evaluation, backend: str) -> bool:
+    """Whether a known crash or wrong output (an advisory, not a missing requirement) is among
+    what makes `backend` unusable here."""
+    return any(
+        ".advisory." in f.id and f.status.blocking for f in evaluation.verdicts[backend].findings
+    )
 
 
 def _knobs(

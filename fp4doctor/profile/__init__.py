@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from fp4doctor.profile import advisories
 from fp4doctor.profile.model import Profile
 from fp4doctor.profile.schema import Conditions, module_path, parse, parse_module
 from fp4doctor.profile.yamlnode import ProfileError
@@ -59,14 +60,22 @@ def load_file(path: str | Path) -> Profile:
     return parse(_read(path), str(path), load_module)
 
 
+@functools.cache
+def known_issues() -> tuple[advisories.KnownIssue, ...]:
+    """The shipped data set of known problems (profiles/advisories.yaml)."""
+    path = builtin_dir() / "advisories.yaml"
+    return advisories.parse(_read(path), str(path))
+
+
 def load(target: str, overrides: list[Path] | None = None) -> Profile:
-    """The profile for `target`: a user's `--profile` file for it wins over the shipped one."""
+    """The profile for `target` (a user's `--profile` file for it wins over the shipped one),
+    with the known problems of its backends attached as advisories."""
     for path in overrides or []:
         profile = load_file(path)
         if profile.target == target:
-            return profile
+            return advisories.attach(profile, known_issues())
     path = builtin_dir() / f"{target}.yaml"
     if not path.is_file():
         known = sorted({*builtin_names(), *(load_file(p).target for p in overrides or [])})
         raise ProfileError(f"no profile for target '{target}' (valid: {', '.join(known)})")
-    return load_file(path)
+    return advisories.attach(load_file(path), known_issues())

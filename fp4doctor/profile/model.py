@@ -88,19 +88,35 @@ class Requirement:
         return names
 
 
+# What a known problem does: the first two make the backend unusable, `slow` only warns.
+EFFECT_CRASH = "crash"
+EFFECT_WRONG_OUTPUT = "wrong-output"
+EFFECT_SLOW = "slow"
+EFFECT_WARN = "warn"  # a profile's own advisory that states no effect
+EFFECTS = (EFFECT_CRASH, EFFECT_WRONG_OUTPUT, EFFECT_SLOW, EFFECT_WARN)
+
+
 @dataclass(frozen=True)
 class Advisory:
-    """A known problem: when every condition holds, the backend gets a warning (not a failure)."""
+    """A known problem of a backend: when every condition holds, a finding. A crash or a wrong
+    output fails the backend (an engine that picks it is not ready); `slow` and `warn` warn."""
 
     id: str
     conditions: tuple[Requirement, ...]
     reason: str
     fix: str | None = None
     source: str | None = None
+    effect: str = EFFECT_WARN
+    shapes: str | None = None  # when it depends on shapes or dtypes, in words
+    fixed_in: str | None = None  # the first release of the bad package with the fix
 
     @property
     def per_gpu(self) -> bool:
         return any(c.per_gpu for c in self.conditions)
+
+    @property
+    def blocking(self) -> bool:
+        return self.effect in (EFFECT_CRASH, EFFECT_WRONG_OUTPUT)
 
 
 @dataclass(frozen=True)

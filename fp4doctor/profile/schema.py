@@ -19,6 +19,8 @@ from packaging.version import Version
 from fp4doctor.profile import kinds
 from fp4doctor.profile.kinds.base import VAR_RE
 from fp4doctor.profile.model import (
+    EFFECT_WARN,
+    EFFECTS,
     KNOB_KINDS,
     Advisory,
     AutoStep,
@@ -95,13 +97,14 @@ def _conditions(node: Node, named: Conditions) -> Conditions:
 
 
 def _advisory(node: Node, named: Conditions) -> Advisory:
-    fields = node.mapping(("id", "if", "reason", "fix", "source"))
+    fields = node.mapping(("id", "if", "reason", "fix", "source", "effect"))
     return Advisory(
         id=required(fields, "id", node).text(),
         conditions=_requirements(required(fields, "if", node), named),
         reason=required(fields, "reason", node).text(),
         fix=optional(fields, "fix", Node.text),
         source=optional(fields, "source", Node.text),
+        effect=optional(fields, "effect", lambda n: n.choice(EFFECTS)) or EFFECT_WARN,
     )
 
 

@@ -112,22 +112,35 @@ def _reason(result: Check, why: str | None) -> str:
     return f"{text}: {why}" if why else text
 
 
+_EFFECT_WORDS = {"crash": "crashes", "wrong-output": "gives wrong output", "slow": "is slow"}
+
+
 def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Finding]:
+    """A finding per GPU (or one for the host) where every condition of the advisory holds."""
     gpus: list[Gpu | None] = list(ctx.gpus) if advisory.per_gpu and ctx.gpus else [None]
+    active = [c for c in advisory.conditions if c.applies(ctx)]
+    status = Status.FAIL if advisory.blocking else Status.WARN
+    words = _EFFECT_WORDS.get(advisory.effect)
+    reason = (
+        f"known bug: {backend.name} {words} here: {advisory.reason}" if words else advisory.reason
+    )
     out = []
     for gpu in gpus:
-        active = [c for c in advisory.conditions if c.applies(ctx)]
         if active and all(c.check(ctx, gpu).ok for c in active):
+            details: dict[str, object] = {"effect": advisory.effect}
+            if advisory.fixed_in:
+                details["fixed_in"] = advisory.fixed_in
             out.append(
                 Finding(
                     id=f"backend.{backend.name}.advisory.{advisory.id}"
                     + (f".gpu{gpu.index}" if gpu else ""),
-                    status=Status.WARN,
-                    reason=advisory.reason,
+                    status=status,
+                    reason=reason,
                     fix=advisory.fix,
                     gpu=gpu.index if gpu else None,
                     backend=backend.name,
                     source=advisory.source,
+                    details=details,
                 )
             )
     return out

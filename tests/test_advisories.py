@@ -1,0 +1,166 @@
+"""The data set of known problems (profiles/advisories.yaml): it parses, it names real backends,
+a known crash or wrong output fails the backend (and an engine that picks it is not ready),
+`env` steers away, `slow` only warns, and `fp4doctor advisories` lists what affects a host."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fp4doctor import profile
+from fp4doctor.cli import main
+from fp4doctor.doctor import Outcome, Question, diagnose
+from fp4doctor.profile.advisories import parse, validate
+from fp4doctor.profile.yamlnode import ProfileError
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+DATA = profile.builtin_dir() / "advisories.yaml"
+
+
+def with_packages(name: str, tmp_path: Path, **versions: str) -> str:
+    """A fixture host with some package versions changed and no FP4 variable set (synthetic,
+    as the fixture says)."""
+    doc = json.loads((HOSTS / f"{name}.json").read_text())
+    doc["packages"]["versions"].update(versions)
+    doc["env"] = {k: v for k, v in doc["env"].items() if not k.startswith(("VLLM_", "SGLANG_"))}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_the_shipped_data_set_parses_and_names_only_real_backends() -> None:
+    issues = profile.known_issues()
+    assert len(issues) >= 25
+    backends = {b for t in profile.builtin_names() for b in profile.load(t).backends}
+    validate(issues, backends, str(DATA))
+    for issue in issues:
+        assert issue.source.startswith("https://github.com/"), issue.id
+        if issue.fixed_in is not None:
+            assert not issue.versions.contains(issue.fixed_in, prereleases=True), issue.id
+
+
+def test_a_malformed_entry_names_file_line_and_key() -> None:
+    text = "schema: 1\nadvisories:\n  - id: x\n    family: linear\n    effect: garbage\n"
+    with pytest.raises(ProfileError, match=r"^adv\.yaml:5: 'advisories\[0\]\.effect'"):
+        parse(text, "adv.yaml")
+
+
+def test_a_typo_in_a_backend_name_is_refused() -> None:
+    issue = dataclasses.replace(profile.known_issues()[0], backends=("flashinfer-cutlas",))
+    with pytest.raises(ProfileError, match="names no backend of any profile"):
+        validate((issue,), {"flashinfer-cutlass"}, "adv.yaml")
+
+
+def sm120_with_flashinfer(tmp_path: Path, version: str) -> str:
+    """The RTX 5090 fixture (vLLM 0.22) with another FlashInfer release."""
+    return with_packages(
+        "rtx5090", tmp_path, **{"flashinfer-python": version, "flashinfer-cubin": version}
+    )
+
+
+def test_a_known_wrong_output_fails_the_backend_and_the_engines_own_pick(tmp_path: Path) -> None:
+    # SM120 with FlashInfer 0.6.6: its CUTLASS FP4 GEMM leaves NaN tiles under load before 0.6.7
+    # (flashinfer PR #2780), and vLLM 0.22 picks it by itself.
+    report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.6")))
+    cutlass = report.evaluation.verdicts["flashinfer-cutlass"]
+    assert not cutlass.valid
+    bug = next(f for f in cutlass.findings if ".advisory." in f.id)
+    assert bug.status.blocking and "wrong output" in bug.reason
+    assert report.outcome is Outcome.NOT_READY
+    auto = next(f for f in report.resolution.findings if f.id == "resolve.engine_auto")
+    assert auto.status.blocking
+    assert report.resolution.chosen not in (None, "flashinfer-cutlass")
+
+
+def test_the_fixing_release_clears_it(tmp_path: Path) -> None:
+    report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.7")))
+    findings = report.evaluation.verdicts["flashinfer-cutlass"].findings
+    assert not [f for f in findings if "pdl-nan" in f.id]
+
+
+def test_env_steers_away_and_says_why(tmp_path: Path) -> None:
+    facts_file = sm120_with_flashinfer(tmp_path, "0.6.6")
+    result = CliRunner().invoke(main, ["env", "--facts", facts_file])
+    assert result.exit_code == 0, result.stderr
+    assert "flashinfer_cutlass" not in result.stdout
+    assert "steering away" in result.stderr and "known bug" in result.stderr
+
+
+def test_a_required_backend_with_a_known_wrong_output_is_not_ready(tmp_path: Path) -> None:
+    facts_file = sm120_with_flashinfer(tmp_path, "0.6.6")
+    args = ["check", "--no-smoke", "--facts", facts_file, "--require", "flashinfer-cutlass"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "gives wrong output" in result.stdout
+
+
+def test_slow_only_warns(tmp_path: Path) -> None:
+    path = with_packages(
+        "b200", tmp_path, **{"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.12"}
+    )
+    report = diagnose(Question(facts_file=path))
+    slow = [
+        f for f in report.evaluation.verdicts["flashinfer-cudnn"].findings if ".advisory." in f.id
+    ]
+    assert slow and all(f.status.value == "warn" for f in slow)
+    assert report.evaluation.valid("flashinfer-cudnn")
+
+
+def test_moe_entries_attach_to_no_linear_backend() -> None:
+    moe = {i.id for i in profile.known_issues() if i.family == "moe"}
+    for target in profile.builtin_names():
+        for backend in profile.load(target).backends.values():
+            assert not moe & {a.id for a in backend.advisories}
+
+
+def test_advisories_lists_what_affects_a_host_moe_included() -> None:
+    result = CliRunner().invoke(
+        main, ["advisories", "--facts", str(HOSTS / "rtx5090.json"), "--json"]
+    )
+    assert result.exit_code == 0
+    found = {a["id"]: a for a in json.loads(result.stdout)}
+    assert found["flashinfer-b12x-moe-fp4-quant-numerics"]["gpus"] == [0]
+    human = CliRunner().invoke(main, ["advisories", "--facts", str(HOSTS / "h200.json")])
+    assert human.exit_code == 0
+    assert "No known FP4 bug affects" in human.stdout
+
+
+def test_a_users_profile_advisory_can_state_its_effect(tmp_path: Path) -> None:
+    user = tmp_path / "demo.yaml"
+    user.write_text(
+        """\
+schema: 1
+target: demo
+title: Demo
+engine: {package: demo-engine, newest_known: "1.0"}
+backends:
+  fast:
+    summary: the fast one
+    native: true
+    advisories:
+      - id: boom
+        effect: crash
+        if: [{compute_capability: [100]}]
+        reason: "it crashes on B200"
+        source: test
+  slow:
+    summary: the slow one
+    native: false
+eras:
+  - versions: ">=1.0"
+    source: test
+    knobs:
+      - env: DEMO_BACKEND
+        values: {fast: fast, slow: slow}
+    auto: [{backend: fast}, {backend: slow}]
+"""
+    )
+    q = Question(target="demo", profiles=(str(user),), facts_file=str(HOSTS / "b200.json"))
+    report = diagnose(q)
+    assert not report.evaluation.valid("fast")
+    assert report.resolution.chosen == "slow"
+    assert report.outcome is Outcome.NOT_READY  # the engine left alone picks the crashing one
