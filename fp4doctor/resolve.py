@@ -166,11 +166,23 @@ def resolve(
             )
         )
     else:
+        # A backend that would run here but that this release cannot reach: the fix is a
+        # package change (its knob finding says which), not a knob.
+        reachable_by_packages = [
+            p for name in allowed if (p := _only_unreachable(evaluation, name)) is not None
+        ]
         findings.append(
             Finding(
                 "resolve.choice",
                 Status.FAIL,
-                f"no FP4 GEMM backend that {label} can use is valid on this host",
+                f"no FP4 GEMM backend that {label} can use is valid on this host"
+                + (
+                    f"; {reachable_by_packages[0].backend} would run, but {label} "
+                    "cannot select it as installed"
+                    if reachable_by_packages
+                    else ""
+                ),
+                fix=reachable_by_packages[0].fix if reachable_by_packages else None,
             )
         )
     if chosen is None:
@@ -181,6 +193,14 @@ def resolve(
     # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
     pin = preferred is not None or chosen != auto
     return _knobs(evaluation, chosen, pin, notes, findings)
+
+
+def _only_unreachable(evaluation: Evaluation, backend: str) -> Finding | None:
+    """The knob finding of a backend whose only problem is that the engine cannot reach it."""
+    problems = evaluation.verdicts[backend].problems()
+    if len(problems) == 1 and problems[0].id.endswith(".knob") and problems[0].fix:
+        return problems[0]
+    return None
 
 
 def _known_bug(evaluation: Evaluation, backend: str) -> bool:

@@ -20,7 +20,7 @@ from fp4doctor.profile.model import Era, Profile
 from fp4doctor.rules import live
 from fp4doctor.rules.backends import Verdict, conditions_hold, evaluate_backend
 from fp4doctor.rules.environment import Selection, lint
-from fp4doctor.versions import bounds, contains, release_of
+from fp4doctor.versions import bounds, contains
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
     from fp4doctor.smoke.result import SmokeResult
@@ -118,11 +118,10 @@ def era_for(profile: Profile, engine: EngineVersion) -> tuple[Era, EngineVersion
     """The era that judges `engine`, and the engine version with a note when the profile does
     not cover it: newer than it knows (judged by the newest era, said), or older than its first
     era (not judged at all: no verdict)."""
-    v = release_of(engine.version)
     for era in profile.eras:
         if contains(era.versions, engine.version):
             newest = Version(profile.engine.newest_known)
-            if v > newest:
+            if Version(Version(engine.version).public) > newest:
                 return era, _noted(
                     engine,
                     f"{profile.title} {engine.version} is newer than this profile knows "

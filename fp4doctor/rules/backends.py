@@ -10,8 +10,10 @@ from packaging.specifiers import SpecifierSet
 from fp4doctor.facts import Gpu
 from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.kinds import Check, Context
+from fp4doctor.profile.kinds.all_of import AllOf
+from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Advisory, Backend, Era, Profile, Requirement
+from fp4doctor.profile.model import Advisory, AutoStep, Backend, Era, Profile, Requirement
 from fp4doctor.versions import spec_text
 
 
@@ -84,8 +86,42 @@ def evaluate_backend(
             )
     for advisory in backend.advisories:
         findings.extend(_advisory(advisory, backend, ctx))
-    findings.append(_reachability(backend, era, profile, engine_label))
+    findings.append(_reachability(backend, era, profile, engine_label, _ahead(backend, era, ctx)))
     return Verdict(backend, tuple(findings))
+
+
+def _ahead(backend: Backend, era: Era, ctx: Context) -> tuple[AutoStep, ...]:
+    """The steps of the automatic order that hold here and come before the first step of
+    `backend` that holds: the engine picks one of them first. Empty without a GPU (the engine
+    stops before choosing) or when no step of `backend` holds."""
+    if not ctx.gpus:
+        return ()
+    ahead: list[AutoStep] = []
+    for step in era.auto:
+        if not conditions_hold(step.conditions, ctx):
+            continue
+        if step.backend == backend.name:
+            return tuple(ahead)
+        ahead.append(step)
+    return ()
+
+
+def _uninstalls(steps: tuple[AutoStep, ...]) -> list[str]:
+    """The installed packages whose presence makes these steps hold (removing them is what
+    lets the engine fall through to a later step)."""
+    names: list[str] = []
+
+    def walk(reqs: tuple[Requirement, ...]) -> None:
+        for req in reqs:
+            kind = req.kind
+            if isinstance(kind, Package) and not kind.absent and kind.version is None:
+                names.append(kind.name)
+            elif isinstance(kind, (Use, AllOf)):
+                walk(req.children)
+
+    for step in steps:
+        walk(step.conditions)
+    return list(dict.fromkeys(names))
 
 
 def _flatten(reqs: tuple[Requirement, ...], ctx: Context) -> list[Requirement]:
@@ -146,8 +182,11 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
     return out
 
 
-def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: str) -> Finding:
-    """Can this engine version use the backend at all: through a knob, or its automatic order."""
+def _reachability(
+    backend: Backend, era: Era, profile: Profile, engine_label: str, ahead: tuple[AutoStep, ...]
+) -> Finding:
+    """Can this engine version use the backend at all: through a knob, or its automatic order
+    (and then only when no earlier step of that order holds here)."""
     fid = f"backend.{backend.name}.knob"
     knob = era.selecting_knob(backend.name)
     if knob is not None:
@@ -158,6 +197,21 @@ def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: st
             backend=backend.name,
             source=knob.source or era.source,
         )
+    if ahead:
+        # No knob, and the automatic order stops earlier here: only a package change helps.
+        first = ahead[0].backend
+        later = _versions_that_can(backend, era, profile, knobs_only=True)
+        fixes = [f"pip uninstall {' '.join(_uninstalls(ahead))}"] if _uninstalls(ahead) else []
+        fixes += [f"use {later}"] if later else []
+        return Finding(
+            fid,
+            Status.FAIL,
+            f"{engine_label} has no knob for it, and its automatic order picks {first} first "
+            "on this host",
+            fix=", or ".join(fixes) or None,
+            backend=backend.name,
+            source=era.source,
+        )
     if any(step.backend == backend.name for step in era.auto):
         return Finding(
             fid,
@@ -167,10 +221,27 @@ def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: st
             source=era.source,
         )
 
+    versions = _versions_that_can(backend, era, profile, knobs_only=False)
+    return Finding(
+        fid,
+        Status.FAIL,
+        f"{engine_label} has no way to use it" + (f" ({versions} can)" if versions else ""),
+        fix=f"use {versions}" if versions else None,
+        backend=backend.name,
+        source=era.source,
+    )
+
+
+def _versions_that_can(
+    backend: Backend, era: Era, profile: Profile, *, knobs_only: bool
+) -> str | None:
+    """The nearest run of eras that can use the backend (by a knob, or also by the automatic
+    order unless `knobs_only`), newer ones first, as "vLLM >=0.24"; None when none can."""
+
     def usable(e: Era) -> bool:
-        return any(k.select and backend.name in k.values for k in e.knobs) or any(
-            step.backend == backend.name for step in e.auto
-        )
+        if any(k.select and backend.name in k.values for k in e.knobs):
+            return True
+        return not knobs_only and any(step.backend == backend.name for step in e.auto)
 
     # The nearest run of eras that can: newer ones first, else older ones.
     eras = list(profile.eras)
@@ -188,11 +259,4 @@ def _reachability(backend: Backend, era: Era, profile: Profile, engine_label: st
             x for x in eras[high].versions if x.operator.startswith("<")
         ]
         versions = f"{profile.title} {spec_text(SpecifierSet(','.join(map(str, bounds))))}"
-    return Finding(
-        fid,
-        Status.FAIL,
-        f"{engine_label} has no way to use it" + (f" ({versions} can)" if versions else ""),
-        fix=f"use {versions}" if versions else None,
-        backend=backend.name,
-        source=era.source,
-    )
+    return versions
