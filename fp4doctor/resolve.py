@@ -66,15 +66,24 @@ class Resolution:
         }
 
 
-def canonical(evaluation: Evaluation, name: str, what: str) -> str:
-    backend = evaluation.profile.lookup(name)
-    if backend is None:
-        choices = ", ".join(evaluation.profile.choices())
+def family(evaluation: Evaluation, name: str, what: str) -> list[str]:
+    """The backends a name means, best first: the backend it names (or whose alias it is), then
+    the other members of its family (`cutlass` is also FlashInfer's `flashinfer-cutlass`).
+    An unknown name is a ResolveError listing the valid ones."""
+    profile = evaluation.profile
+    named = profile.lookup(name)
+    wanted = name.lower()
+    members = [
+        b.name
+        for b in profile.backends.values()
+        if b is not named and (wanted in b.aliases or b.name.endswith(f"-{wanted}"))
+    ]
+    if named is None and not members:
+        choices = ", ".join(profile.choices())
         raise ResolveError(
-            f"unknown backend {name!r} for {what} with target {evaluation.profile.target} "
-            f"(valid: {choices})"
+            f"unknown backend {name!r} for {what} with target {profile.target} (valid: {choices})"
         )
-    return backend.name
+    return ([named.name] if named is not None else []) + members
 
 
 def resolve(
@@ -97,29 +106,33 @@ def resolve(
             return "; ".join(dict.fromkeys(p.reason for p in problems[:3]))
         return f"{label} reaches it only through its automatic order, which picks another here"
 
-    required = None
+    required_family: list[str] = []
     if require not in (None, REQUIRE_ANY, REQUIRE_NATIVE):
-        required = canonical(evaluation, str(require), "--require")
-    preferred = canonical(evaluation, prefer, "--prefer") if prefer else required
+        required_family = family(evaluation, str(require), "--require")
+    required = required_family[0] if required_family else None
+    preferred_family = family(evaluation, prefer, "--prefer") if prefer else required_family
+    preferred = preferred_family[0] if preferred_family else None
     allowed = list(profile.backends)
-    if required is not None:
-        allowed = [required]
+    if required_family:
+        allowed = required_family
     elif require == REQUIRE_NATIVE:
         allowed = [b for b in allowed if profile.backends[b].native]
 
     auto_order = list(evaluation.auto_order)
     chosen: str | None = None
-    if preferred is not None and preferred in allowed:
-        if usable(preferred):
-            chosen = preferred
-        else:
-            notes.append(f"{preferred} is not usable here: {why_not(preferred)}")
+    for member in (b for b in preferred_family if b in allowed):
+        if usable(member):
+            chosen = member
+            break
+        notes.append(f"{member} is not usable here: {why_not(member)}")
     if chosen is None:
         chosen = next(
             (b for b in [*auto_order, *profile.backends] if b in allowed and usable(b)), None
         )
         if chosen is not None and preferred is not None:
             notes.append(f"falling back to {chosen}, the best backend that is valid here")
+    elif chosen != preferred:
+        notes.append(f"using {chosen}, of the same family as {prefer or require}")
 
     # Say when the engine, left alone, would pick something that does not work here.
     auto = evaluation.engine_auto
@@ -152,7 +165,8 @@ def resolve(
             Finding(
                 "resolve.require",
                 Status.FAIL,
-                f"--require {required}: it is not usable here: {why_not(required)}",
+                f"--require {require}: "
+                + "; ".join(f"{b} is not usable here: {why_not(b)}" for b in required_family),
                 backend=required,
             )
         )

@@ -148,7 +148,7 @@ def test_require_turns_the_fallback_into_failure_and_prints_nothing() -> None:
     p = run("env", "--facts", fixture("h100"), "--require", "trtllm")
     assert p.returncode == 1
     assert p.stdout == ""
-    assert "--require flashinfer-trtllm" in p.stderr
+    assert "--require trtllm: flashinfer-trtllm is not usable here" in p.stderr
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish", "sh", "pwsh", "dotenv", "gha", "json"])

@@ -248,3 +248,32 @@ def test_a_user_profile_for_its_own_engine_sees_its_installed_version(tmp_path: 
     )
     assert report.evaluation.engine.version == "2.1.0"
     assert report.evaluation.engine.source == "installed"
+
+
+# --- when no knob helps, and families -------------------------------------------------------------
+
+
+def test_a_backend_the_engine_cannot_reach_is_not_valid_and_the_package_fix_is_given() -> None:
+    # A100 with vLLM 0.10.1.1 and FlashInfer installed: vLLM picks flashinfer-cutlass whenever
+    # FlashInfer imports and has no knob for Marlin, which alone would run here.
+    report = diagnose(Question(facts_file=str(HOSTS / "a100.json")))
+    assert not report.evaluation.valid("marlin")
+    knob = next(f for f in report.evaluation.verdicts["marlin"].findings if f.id.endswith(".knob"))
+    assert knob.fix is not None and "pip uninstall flashinfer-python" in knob.fix
+    choice = next(f for f in report.resolution.findings if f.id == "resolve.choice")
+    assert choice.status.blocking and choice.fix == knob.fix
+    assert report.outcome is Outcome.NOT_READY
+
+
+@pytest.mark.parametrize(
+    ("version", "chosen"), [("0.5.12", "sgl-cutlass"), ("0.5.20", "flashinfer-cutlass")]
+)
+def test_prefer_names_a_family_and_tries_each_member(version: str, chosen: str) -> None:
+    question = Question(
+        facts_file=str(HOSTS / "b200.json"),
+        target="sglang",
+        engine_version=version,
+        prefer="cutlass",
+    )
+    report = diagnose(question)
+    assert report.resolution.chosen == chosen
