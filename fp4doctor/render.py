@@ -146,6 +146,8 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
         Outcome.NOT_READY: "NOT READY",
         Outcome.NO_VERDICT: "NO VERDICT",
     }[report.outcome]
+    if report.outcome is Outcome.NOT_READY and resolution.ready:
+        verdict_text += f' as set (eval "$(fp4doctor env)" switches to {resolution.chosen})'
     out.append("")
     out.append(
         style.bold(

@@ -124,7 +124,8 @@ def resolve(
         if usable(member):
             chosen = member
             break
-        notes.append(f"{member} is not usable here: {why_not(member)}")
+        if prefer:  # with --require alone, its own finding says why
+            notes.append(f"{member} is not usable here: {why_not(member)}")
     if chosen is None:
         chosen = next(
             (b for b in [*auto_order, *profile.backends] if b in allowed and usable(b)), None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
+from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.model import EFFECTS, Advisory, Profile, Requirement
 from fp4doctor.profile.schema import NAME_RE, compose
@@ -30,6 +31,7 @@ _KEYS = (
     "package",
     "versions",
     "compute_capability",
+    "cuda_runtime",
     "backends",
     "targets",
     "when",
@@ -56,6 +58,7 @@ class KnownIssue:
     reason: str
     source: str
     compute_capability: tuple[int, ...] = ()
+    cuda_runtime: SpecifierSet | None = None  # torch's CUDA build, where only some are affected
     targets: tuple[str, ...] = ()  # empty: every target that has one of the backends
     when: tuple[tuple[str, SpecifierSet], ...] = ()
     shapes: str | None = None
@@ -73,6 +76,9 @@ class KnownIssue:
         if self.compute_capability:
             cc = ComputeCapability(exact=self.compute_capability)
             conds.append(Requirement(cc, id="compute_capability", line=self.line))
+        if self.cuda_runtime is not None:
+            runtime = CudaRuntime(self.cuda_runtime)
+            conds.append(Requirement(runtime, id="cuda_runtime", line=self.line))
         for dist, spec in self.when:
             conds.append(Requirement(Package(dist, spec), id=dist, line=self.line))
         return tuple(conds)
@@ -135,6 +141,7 @@ def _issue(node: Node) -> KnownIssue:
         reason=required(f, "reason", node).text(),
         source=required(f, "source", node).text(),
         compute_capability=ccs,
+        cuda_runtime=optional(f, "cuda_runtime", Node.specifier),
         targets=optional(f, "targets", Node.texts) or (),
         when=when,
         shapes=optional(f, "shapes", _text_or_null),
