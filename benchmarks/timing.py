@@ -1,11 +1,16 @@
 """The measurement core shared by the benchmarks in this folder.
 
 Each command runs as a subprocess: warm-up runs (not counted), then N timed runs. Wall time is
-measured around the subprocess; peak memory is the largest resident set among the child and the
-descendants it waited for, as `wait4` reports it (`ru_maxrss`: a maximum, not a sum). Medians
-are taken over the timed runs. A command whose tool is not installed is reported as absent; one
-that exits with a status outside its accepted set, or dies from a signal, is reported as failed,
-with the last line it wrote to stderr.
+measured around the subprocess; CPU time is the user + system time `wait4` reports for the child
+and the descendants it waited for (on a machine shared with other work, wall time grows with the
+load, CPU time less: read both); peak memory is the largest resident set among the same
+processes (`ru_maxrss`: a maximum, not a sum). Medians are taken over the timed runs.
+`measure_interleaved` runs several commands round-robin (each one's warm-up first, then round
+after round of timed runs), so a change in the machine's load falls on every command alike.
+
+A command whose tool is not installed is reported as absent; one that exits with a status
+outside its accepted set, or dies from a signal, is reported as failed, with the last line it
+wrote to stderr.
 
 Import it as `timing` (the benchmarks are run as scripts, so this folder is on `sys.path`).
 """
@@ -38,6 +43,7 @@ class Result:
     status: str = "ok"  # ok | absent | failed
     detail: str | None = None
     walls_s: list[float] = field(default_factory=list)
+    cpus_s: list[float] = field(default_factory=list)  # user + system, child and descendants
     peaks_mib: list[float] = field(default_factory=list)
     exit_codes: list[int] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # variables set on top of ours
@@ -52,11 +58,20 @@ class Result:
         return statistics.median(self.walls_s) if self.walls_s else None
 
     @property
+    def cpu_s(self) -> float | None:
+        return statistics.median(self.cpus_s) if self.cpus_s else None
+
+    @property
     def peak_mib(self) -> float | None:
         return statistics.median(self.peaks_mib) if self.peaks_mib else None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "wall_s_median": self.wall_s, "peak_mib_median": self.peak_mib}
+        return {
+            **asdict(self),
+            "wall_s_median": self.wall_s,
+            "cpu_s_median": self.cpu_s,
+            "peak_mib_median": self.peak_mib,
+        }
 
 
 @dataclass
@@ -67,6 +82,7 @@ class Run:
     stdout: bytes | None = None  # only when captured
     stderr_tail: str = ""
     timed_out: bool = False
+    cpu_s: float = 0.0  # user + system, the child and the descendants it waited for
 
 
 def script(name: str) -> str | None:
@@ -151,7 +167,20 @@ def run_once(
         stdout=stdout,
         stderr_tail=lines[-1].strip() if lines else "",
         timed_out=fired.is_set(),
+        cpu_s=usage.ru_utime + usage.ru_stime,
     )
+
+
+@dataclass
+class Spec:
+    """One command to measure, with `measure`'s arguments."""
+
+    tool: str
+    command: list[str] | None
+    why_absent: str | None = None
+    ok_codes: Collection[int] = (0,)
+    env: Mapping[str, str] | None = None
+    inspect: Inspector | None = None
 
 
 def measure(
@@ -168,42 +197,73 @@ def measure(
     log: TextIO | None = sys.stderr,
 ) -> Result:
     """Warm up, then time `runs` runs of `command`; stop at the first failed run."""
-    result = Result(tool, command, env=dict(env or {}))
-    if command is None:
-        result.status, result.detail = "absent", why_absent
+    spec = Spec(tool, command, why_absent, ok_codes, env, inspect)
+    result = _begin(spec, warmups, runs, log)
+    for attempt in range(warmups + runs):
+        if result.status != "ok":
+            break
+        _attempt(spec, result, attempt < warmups, timeout_s)
+    return result
+
+
+def measure_interleaved(
+    specs: list[Spec],
+    runs: int,
+    *,
+    warmups: int = 1,
+    timeout_s: float | None = None,
+    log: TextIO | None = sys.stderr,
+) -> list[Result]:
+    """`measure` for each spec, round-robin: every spec's warm-ups first, in order, then timed
+    round after round, each round running every spec once. A spec that fails stops there; the
+    others go on."""
+    results = [_begin(spec, warmups, runs, log) for spec in specs]
+    for attempt in range(warmups + runs):
+        warm = attempt < warmups
+        for spec, result in zip(specs, results, strict=True):
+            if result.status == "ok":
+                _attempt(spec, result, warm, timeout_s)
+    return results
+
+
+def _begin(spec: Spec, warmups: int, runs: int, log: TextIO | None) -> Result:
+    result = Result(spec.tool, spec.command, env=dict(spec.env or {}))
+    if spec.command is None:
+        result.status, result.detail = "absent", spec.why_absent
         return result
     if log is not None:
         where = " ".join(f"{k}={v}" for k, v in result.env.items())
         print(
-            f"{tool}: {warmups} warm-up, then {runs} runs{' with ' + where if where else ''}",
+            f"{spec.tool}: {warmups} warm-up, then {runs} runs{' with ' + where if where else ''}",
             file=log,
         )
-    for attempt in range(warmups + runs):
-        warm = attempt < warmups
-        run = run_once(command, env, capture=warm and inspect is not None, timeout_s=timeout_s)
-        if run.exit_code not in ok_codes:
-            why = (
-                f"timed out after {timeout_s:g} s"
-                if run.timed_out
-                else describe_exit(run.exit_code)
-            )
-            if run.stderr_tail and not run.timed_out:
-                why += f": {run.stderr_tail[:200]}"
-            result.status, result.detail = "failed", why
-            result.exit_codes.append(run.exit_code)
-            return result
-        if warm:  # the first run warms the page cache
-            if inspect is not None and run.stdout is not None:
-                try:
-                    result.info = dict(inspect(run.stdout))
-                except ValueError as error:
-                    result.status, result.detail = "failed", f"unexpected output: {error}"
-                    return result
-            continue
-        result.walls_s.append(run.wall_s)
-        result.peaks_mib.append(run.peak_mib)
-        result.exit_codes.append(run.exit_code)
     return result
+
+
+def _attempt(spec: Spec, result: Result, warm: bool, timeout_s: float | None) -> None:
+    """One run of `spec` into `result`: a warm-up (not counted; the first one warms the page
+    cache and its output is inspected) or a timed run. A failed run marks `result` failed."""
+    assert spec.command is not None
+    capture = warm and spec.inspect is not None
+    run = run_once(spec.command, spec.env, capture=capture, timeout_s=timeout_s)
+    if run.exit_code not in spec.ok_codes:
+        why = f"timed out after {timeout_s:g} s" if run.timed_out else describe_exit(run.exit_code)
+        if run.stderr_tail and not run.timed_out:
+            why += f": {run.stderr_tail[:200]}"
+        result.status, result.detail = "failed", why
+        result.exit_codes.append(run.exit_code)
+        return
+    if warm:
+        if spec.inspect is not None and run.stdout is not None:
+            try:
+                result.info = dict(spec.inspect(run.stdout))
+            except ValueError as error:
+                result.status, result.detail = "failed", f"unexpected output: {error}"
+        return
+    result.walls_s.append(run.wall_s)
+    result.cpus_s.append(run.cpu_s)
+    result.peaks_mib.append(run.peak_mib)
+    result.exit_codes.append(run.exit_code)
 
 
 def ratio(subject: Result, baseline: Result) -> float | None:
@@ -223,14 +283,15 @@ def table(
     show_env: bool = False,
     show_codes: bool = False,
 ) -> list[str]:
-    """One line per result: median wall, its range, median peak, and a ratio column (none when
-    `ratio_label` is None), the variables set and the exit codes seen when asked."""
+    """One line per result: median wall, its range, median CPU time, median peak, and a ratio
+    column (none when `ratio_label` is None), the variables set and the exit codes seen when
+    asked."""
     width = max([24, *(len(r.tool) + 1 for r in results)])
     env_width = max([4, *(len(_env(r)) for r in results)]) if show_env else 0
     head = f"{'tool':<{width}}"
     if show_env:
         head += f" {'env':<{env_width}}"
-    head += f" {'wall':>9} {'range':>15} {'peak':>10}"
+    head += f" {'wall':>9} {'range':>15} {'cpu':>8} {'peak':>10}"
     if ratio_label is not None:
         head += f" {ratio_label:>9}"
     if show_codes:
@@ -244,7 +305,7 @@ def table(
             lines.append(f"{start} {r.status}: {r.detail}")
             continue
         spread = f"{min(r.walls_s):.3f}-{max(r.walls_s):.3f}"
-        line = f"{start} {r.wall_s:>8.3f}s {spread:>15} {r.peak_mib:>6.1f} MiB"
+        line = f"{start} {r.wall_s:>8.3f}s {spread:>15} {r.cpu_s:>7.3f}s {r.peak_mib:>6.1f} MiB"
         if ratio_label is not None:
             shown = f"{ratios[r.tool]:.1f}x" if r.tool in ratios else default_ratio
             line += f" {shown:>9}"

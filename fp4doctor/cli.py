@@ -5,26 +5,59 @@ Exit codes (a contract, see README):
   1  not ready: the checks ran, and the required path is not valid
   2  usage or profile error
   3  no verdict could be reached (e.g. NVML cannot tell which GPUs exist)
-  130  interrupted (Ctrl-C); no partial output
+  4  could not write the output (a full disk, a closed stdout or pipe); one line on stderr
+  130  interrupted (Ctrl-C, also while starting up); one line on stderr, no partial output
+
+Output fits the stream: where stdout or stderr cannot carry UTF-8 (a C or Latin-1 locale,
+PYTHONIOENCODING=ascii) what it cannot carry is written in ASCII (`render.fit`), JSON as `\\u`
+escapes; text from outside (facts, versions, environment values) reaches a terminal with its
+control characters escaped (`render.clean`).
 """
 
 from __future__ import annotations
 
-import functools
+import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import click
 
-from fp4doctor import __version__, facts
+def _interrupted_while_loading(signum: int, frame: object) -> None:
+    # An exception raised here can land where Python ignores it (an import lock's callback):
+    # exit at once instead; nothing has been written or started yet.
+    import os
+
+    sys.stderr.write("fp4doctor: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+# Ctrl-C while this module and its imports load (the console script imports it before it calls
+# `main`): the one line and exit code 130 of any other interruption, not a traceback. Python's
+# own handler is put back at the end of the module.
+_SIGINT_BEFORE = signal.getsignal(signal.SIGINT)
+if _SIGINT_BEFORE is signal.default_int_handler:
+    try:
+        signal.signal(signal.SIGINT, _interrupted_while_loading)
+    except ValueError:  # imported outside the main thread: nothing to guard
+        _SIGINT_BEFORE = None
+
+import codecs  # noqa: E402
+import functools  # noqa: E402
+import os  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
+from contextlib import contextmanager, suppress  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+import click  # noqa: E402
+
+from fp4doctor import __version__, facts  # noqa: E402
 
 if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
     from fp4doctor.doctor import Question, Report
+    from fp4doctor.findings import Finding
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
+EXIT_WRITE_FAILED = 4  # not 1: a full disk must not read as "not ready"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort would exit 1
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -32,6 +65,7 @@ Exit codes:
   1  not ready: the checks ran and the required path is not valid
   2  usage or profile error
   3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
+  4  could not write the output (a full disk, a closed stdout or pipe)
   130  interrupted (Ctrl-C)"""
 
 
@@ -48,28 +82,182 @@ class NoVerdict(UserError):
     exit_code = EXIT_NO_VERDICT
 
 
+class OutputError(UserError):
+    """stdout cannot take the output (a full disk, a closed stdout or pipe): exit 4, so that a
+    pipeline never reads a write error as "not ready"."""
+
+    exit_code = EXIT_WRITE_FAILED
+
+    @classmethod
+    def of(cls, exc: BaseException | None) -> OutputError:
+        if exc is None or "closed file" in str(exc):
+            why = "stdout is closed"
+        else:
+            why = getattr(exc, "strerror", None) or str(exc)
+        return cls(f"could not write the output: {why}")
+
+
+class Interrupted(UserError):
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+    def show(self, file: Any = None) -> None:
+        note("interrupted")
+
+
+def encoding_of(stream: object) -> str:
+    """The stream's encoding, normalised ("utf-8", "ascii", "iso8859-1"); ASCII for none."""
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name
+    except LookupError:
+        return "ascii"
+
+
+def write(text: str, *, kind: str = "text") -> None:
+    """A command's output on stdout, as the stream can carry it: `text` (for people) with what
+    the encoding cannot carry in ASCII, `json` with \\u escapes where it cannot carry UTF-8,
+    `exact` (statements, config files) unchanged, as UTF-8 bytes where the encoding cannot carry
+    them. A stream that cannot be written raises OutputError (exit 4)."""
+    stream = sys.stdout
+    if stream is None:  # started with stdout closed (`>&-`)
+        raise OutputError.of(None)
+    encoding = encoding_of(stream)
+    try:
+        if not _carries(text, encoding):
+            from fp4doctor import render
+
+            if kind == "json":
+                text = render.ascii_json(text)
+            elif kind == "text":
+                text = render.fit(text, encoding)
+            elif hasattr(stream, "buffer"):
+                stream.flush()
+                stream.buffer.write(text.encode("utf-8"))
+                return
+        stream.write(text)
+    except (OSError, ValueError) as exc:  # ValueError: a closed file
+        raise OutputError.of(exc) from None
+
+
+def _carries(text: str, encoding: str) -> bool:
+    if text.isascii() or encoding.startswith("utf"):
+        return True
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _flush_stdout() -> None:
+    """Flush now, inside the guarded region, so that nothing fails at interpreter shutdown."""
+    stream = sys.stdout
+    if stream is None:
+        return
+    try:
+        stream.flush()
+    except (OSError, ValueError) as exc:
+        raise OutputError.of(exc) from None
+
+
+def _discard_stdout() -> None:
+    """After a write error: point stdout at /dev/null, so that the interpreter's own flush at exit
+    finds nowhere to fail (and prints no second error)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # type: ignore[union-attr]
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """The core's refusals as one line on stderr: 2 for a bad question, 3 for unreadable facts."""
     from fp4doctor.doctor import QuestionError
-    from fp4doctor.emit import EmitError
     from fp4doctor.profile import ProfileError
 
     try:
         yield
-    except (QuestionError, ProfileError, EmitError) as exc:
+    except (QuestionError, ProfileError) as exc:
         raise UserError(str(exc)) from None
     except facts.FactsError as exc:
         raise NoVerdict(str(exc)) from None
+    except Exception as exc:
+        # An EmitError comes only from the emitters, so it is looked for only where they were
+        # loaded: `check` does not import them (and their `secrets`) for this clause.
+        emit = sys.modules.get("fp4doctor.emit.exports")
+        if emit is not None and isinstance(exc, emit.EmitError):
+            raise UserError(str(exc)) from None
+        raise
 
 
 def note(message: str) -> None:
-    click.echo(f"fp4doctor: {message}", err=True)
+    """One line for people on stderr: control characters escaped, as the stream can carry it.
+    stderr is best effort: failing to write it never changes the exit code."""
+    from fp4doctor import render
+
+    text = render.fit(render.clean(f"fp4doctor: {message}"), encoding_of(sys.stderr))
+    with suppress(OSError, ValueError):
+        click.echo(text, err=True)
 
 
-class _Main(click.Group):
-    """The top-level group: Ctrl-C ends any command with one line and exit code 130, not
-    click's "Aborted!" and exit 1 (which a pipeline would read as "not ready")."""
+class _HelpFits:
+    """`--help` as stdout can carry it: click writes it as UTF-8 to an ASCII stream, and fails
+    on a Latin-1 one."""
+
+    def get_help(self, ctx: click.Context) -> str:
+        text: str = super().get_help(ctx)  # type: ignore[misc]
+        if _carries(text, encoding := encoding_of(sys.stdout)):
+            return text
+        from fp4doctor import render
+
+        return render.fit(text, encoding)
+
+
+class _Command(_HelpFits, click.Command):
+    pass
+
+
+class _Main(_HelpFits, click.Group):
+    """The top-level group. Ctrl-C ends any command with one line and exit code 130, not
+    click's "Aborted!" and exit 1 (which a pipeline would read as "not ready"); a write error on
+    stdout with one line and exit code 4; stdout is flushed before the exit code is final."""
+
+    command_class = _Command
+    group_class = type  # `profiles` is one of these too
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, *more: Any, **extra: Any
+    ) -> Any:
+        if not extra.get("standalone_mode", True):
+            return super().main(args, *more, **extra)
+        code: Any = EXIT_READY
+        try:
+            try:
+                super().main(args, *more, **extra)
+            except SystemExit as exc:
+                code = exc.code
+            _flush_stdout()
+        except KeyboardInterrupt:
+            note("interrupted")
+            code = EXIT_INTERRUPTED
+        except OutputError as exc:
+            exc.show()
+            _discard_stdout()
+            code = exc.exit_code
+        sys.exit(code)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # Parsing writes --help and --version: a failure there is a write error too.
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+        except OSError as exc:
+            raise OutputError.of(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -87,9 +275,9 @@ def main() -> None:
     """Find which NVFP4 GEMM backend really works on this host, and how to switch it on.
 
     \b
-      fp4doctor check                      the report: every backend on every GPU
-      eval "$(fp4doctor env --prefer cudnn)"   switch the best valid path on
-      fp4doctor config --target vllm -o vllm-fp4.yaml
+      fp4doctor check                                  the report, every backend
+      x=$(fp4doctor env --prefer cudnn) && eval "$x"   switch the best path on
+      fp4doctor config --target vllm -o vllm-fp4.yaml  the same as vLLM's config
     """
 
 
@@ -138,10 +326,11 @@ _QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignor
 
 def question_options(command: Callable[..., None]) -> Callable[..., None]:
     """Add the shared options, and hand them to the command as one `Question`."""
-    from fp4doctor.doctor import Question
 
     @functools.wraps(command)
     def wrapper(**options: Any) -> None:
+        from fp4doctor.doctor import Question  # here, not at decoration: `probe` never needs it
+
         asked = Question(**{k: options.pop(k) for k in _QUESTION_FIELDS})
         command(asked, **options)
 
@@ -155,7 +344,37 @@ def ask(question: Question) -> Report:
     from fp4doctor.doctor import diagnose
 
     with user_errors():
-        return diagnose(question, progress=note)
+        report = diagnose(question, progress=note)
+    _unmatched_ignores(report)
+    return report
+
+
+def _unmatched_ignores(report: Report) -> None:
+    """Say which --ignore patterns named no finding: a typo would otherwise ignore nothing in
+    silence."""
+    from fp4doctor.findings import matches
+
+    ids = {f.id for f in report.findings()}
+    for pattern in report.question.ignore_ids():
+        if not any(matches(i, pattern) for i in ids):
+            note(
+                f"--ignore {pattern}: no finding has this id or id prefix "
+                "(`fp4doctor check -v` lists the ids); nothing was ignored for it"
+            )
+
+
+def _ignored_deciding(report: Report) -> list[Finding]:
+    """The failures --ignore downgraded that decide the answer: one outside the choice (the host,
+    the engine, the environment) or one of the chosen backend's own."""
+    resolution, evaluation = report.resolution, report.evaluation
+    verdict = evaluation.verdicts.get(resolution.chosen or "")
+    stands = ("host.", "engine.", "env.", "smoke.", "resolve.")
+    found = [
+        f
+        for f in (*evaluation.host, *evaluation.env_findings, *evaluation.smoke)
+        if f.ignored and f.id.startswith(stands)
+    ]
+    return found + [f for f in (verdict.findings if verdict else ()) if f.ignored]
 
 
 def settle(report: Report, nothing: str) -> None:
@@ -181,6 +400,9 @@ def settle(report: Report, nothing: str) -> None:
             note(f.reason)
         note(f"{nothing}; run `fp4doctor check` for the full report")
         sys.exit(EXIT_NOT_READY)
+    for f in _ignored_deciding(report):
+        reason = f.reason.removesuffix(" (ignored)")
+        note(f"--ignore changes the outcome: without it, this fails: {reason} [{f.id}]")
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -195,13 +417,17 @@ def settle(report: Report, nothing: str) -> None:
 )
 def probe(as_json: bool, redact: bool | None) -> None:
     """Print what this host has: GPUs, packages, cuDNN, toolchain, FP4 environment."""
-    from fp4doctor import render
     from fp4doctor.probe import probe_host
 
     host = probe_host()
     if redact if redact is not None else as_json:
         host = facts.redact(host)
-    sys.stdout.write(facts.dumps(host) if as_json else render.facts_text(host))
+    if as_json:
+        write(facts.dumps(host), kind="json")
+        return
+    from fp4doctor import render  # the text view only
+
+    write(render.facts_text(host))
 
 
 # --- advisories -----------------------------------------------------------------------------
@@ -243,9 +469,9 @@ def advisories(facts_file: str | None, as_json: bool) -> None:
             }
             for a in found
         ]
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", kind="json")
         return
-    sys.stdout.write(render.advisories_text(found))
+    write(render.advisories_text(found))
 
 
 def _probe() -> facts.HostFacts:
@@ -297,10 +523,10 @@ def check(
         replace(q, smoke=smoke, smoke_timeout=smoke_timeout, force=force, allow_jit=allow_jit)
     )
     if as_json:
-        sys.stdout.write(render.dumps(render.document(report)))
+        write(render.dumps(render.document(report)), kind="json")
     else:
         style = render.Style.for_stream(sys.stdout)
-        sys.stdout.write(render.human(report, verbose=verbose, style=style))
+        write(render.human(report, verbose=verbose, style=style))
     sys.exit(report.outcome.exit_code)
 
 
@@ -343,7 +569,7 @@ def env(q: Question, shell: str, smoke: bool) -> None:
             + " ".join(exports.unset)
         )
     note(f"{evaluation.engine_label}: using {report.resolution.chosen}")
-    sys.stdout.write(text)
+    write(text, kind="json" if shell == "json" else "exact")
 
 
 # --- config ---------------------------------------------------------------------------------
@@ -378,6 +604,12 @@ def config(q: Question, output: str, force: bool) -> None:
             text = render_vllm_yaml(resolution.cli_args)
             if resolution.unset_env:
                 note("also unset: " + " ".join(resolution.unset_env))
+        elif fmt != "dotenv" and not (resolution.set_env or resolution.arguments):
+            # Nothing to set: still a file in the engine's own format (an empty mapping).
+            text = render_vllm_yaml(()) if fmt == "vllm-yaml" else render_trtllm_yaml({})
+            note(f"nothing to set for {evaluation.engine_label}: writing an empty config")
+            if resolution.unset_env:
+                note("also unset: " + " ".join(resolution.unset_env))
         else:
             if fmt != "dotenv":
                 note(
@@ -389,7 +621,7 @@ def config(q: Question, output: str, force: bool) -> None:
                 note(n)
             text = emit("dotenv", exports)
     if output == "-":
-        sys.stdout.write(text)
+        write(text, kind="exact")
         return
     try:
         write_atomic(output, text, overwrite=force)
@@ -414,12 +646,16 @@ def profiles_list() -> None:
     from fp4doctor import profile
 
     with user_errors():
-        for name in profile.builtin_names():
-            p = profile.load(name)
-            sys.stdout.write(
-                f"{p.target:<11} {p.title:<13} {len(p.backends)} backends, "
-                f"{len(p.eras)} eras, up to {p.title} {p.engine.newest_known}\n"
-            )
+        loaded = [profile.load(name) for name in profile.builtin_names()]
+    rows = [(p.target, p.title, f"{len(p.backends)} backends, {len(p.eras)} eras") for p in loaded]
+    width = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    write(
+        "".join(
+            f"{t.ljust(width[0])}  {title.ljust(width[1])}  {counts.ljust(width[2])}  "
+            f"up to {p.engine.newest_known}\n"
+            for (t, title, counts), p in zip(rows, loaded, strict=True)
+        )
+    )
 
 
 @profiles.command("show")
@@ -437,7 +673,8 @@ def profiles_show(name: str, extra: tuple[str, ...]) -> None:
     from fp4doctor.profile.markdown import render as markdown
 
     with user_errors():
-        sys.stdout.write(markdown(profile.load(name, [Path(p) for p in extra])))
+        text = markdown(profile.load(name, [Path(p) for p in extra]))
+    write(text)
 
 
 @profiles.command("validate")
@@ -449,6 +686,13 @@ def profiles_validate(paths: tuple[str, ...]) -> None:
     with user_errors():
         for path in paths:
             p = profile.load_file(path)
-            sys.stdout.write(
-                f"{path}: ok ({p.target}: {len(p.backends)} backends, {len(p.eras)} eras)\n"
-            )
+            write(f"{path}: ok ({p.target}: {len(p.backends)} backends, {len(p.eras)} eras)\n")
+
+
+def _loaded() -> None:
+    """Put Python's own Ctrl-C handler back: from here on `main` turns Ctrl-C into exit 130."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_loading:
+        signal.signal(signal.SIGINT, _SIGINT_BEFORE)
+
+
+_loaded()

@@ -91,6 +91,17 @@ class Report:
     def ready(self) -> bool:
         return self.outcome is Outcome.READY
 
+    @property
+    def env_makes_ready(self) -> bool:
+        """Not ready only as the environment is set: `fp4doctor env` would make it ready (a
+        valid choice exists, and what blocks is a variable or the engine's own pick)."""
+        if self.outcome is not Outcome.NOT_READY or not self.resolution.ready:
+            return False
+        return all(
+            f.id.startswith(("env.", "resolve.engine_auto"))
+            for f in self._blocking_outside_the_choice()
+        )
+
     def findings(self) -> list[Finding]:
         return self.evaluation.all_findings() + list(self.resolution.findings)
 
@@ -102,11 +113,12 @@ class Report:
         return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
 
     def _blocking_outside_the_choice(self) -> list[Finding]:
-        """Failures that stand whatever backend is chosen: the host, the environment as set,
-        the CPU live run, and an engine that left alone picks a known-broken backend."""
+        """Failures that stand whatever backend is chosen: the host, what the engine itself needs,
+        the environment as set, the CPU live run, and an engine that left alone picks a
+        known-broken backend."""
         e = self.evaluation
         found = (*e.host, *e.env_findings, *e.smoke, *self.resolution.findings)
-        stands = ("host.", "env.", "smoke.", "resolve.engine_auto")
+        stands = ("host.", "engine.", "env.", "smoke.", "resolve.engine_auto")
         return [f for f in found if f.status.blocking and f.id.startswith(stands)]
 
 
@@ -157,14 +169,15 @@ def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
     if question.facts_file:
         host = facts.load(question.facts_file)
         return host, load(question.target or pick_target(host))
-    from fp4doctor.probe import probe_host, with_packages
+    from fp4doctor.probe import probe_host, with_compiled_archs, with_packages
+    from fp4doctor.profile.kinds.compiled_arch import modules_read
 
     if question.target:
         prof = load(question.target)
-        return probe_host(packages=prof.packages()), prof
+        return probe_host(packages=prof.packages(), modules=modules_read(prof)), prof
     host = probe_host()
     prof = load(pick_target(host))
-    return with_packages(host, prof.packages()), prof
+    return with_compiled_archs(with_packages(host, prof.packages()), modules_read(prof)), prof
 
 
 def pick_target(host: facts.HostFacts) -> str:
@@ -179,14 +192,14 @@ def _live(
     question: Question, static: Evaluation, say: Progress
 ) -> tuple[list[SmokeResult], str | None]:
     """Run the live GEMMs the question asks for; the results, or why none ran."""
-    from fp4doctor import smoke
-
     if question.smoke is False:
         return [], "not run (--no-smoke)"
     if question.facts_file:
         if question.smoke:
             say("--smoke is ignored with --facts: the live GEMM runs on this host only")
         return [], "not run: judging a facts snapshot, not this host"
+    from fp4doctor import smoke  # here: `check --no-smoke` and `env` never load the smoke package
+
     if not smoke.torch_available():
         return [], "not run: torch is not installed (pip install 'fp4doctor[smoke]')"
     gpus = [g.index for g in static.facts.gpus]

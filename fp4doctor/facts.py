@@ -66,6 +66,18 @@ class NvmlFacts:
     library_path: str | None = None
 
 
+def cudnn_version_text(encoded: int) -> str:
+    """cuDNN's integer version (`cudnnGetVersion`, `cudnn.backend_version()`) as text: cuDNN 9
+    encodes major*10000 + minor*100 + patch (91002 -> "9.10.2"), cuDNN 8 and older
+    major*1000 + minor*100 + patch (8907 -> "8.9.7")."""
+    if encoded < 10000:
+        major, rest = divmod(encoded, 1000)
+    else:
+        major, rest = divmod(encoded, 10000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
 @dataclass(frozen=True)
 class CudnnLibrary:
     """One libcudnn file and the version `cudnnGetVersion` reported from it."""
@@ -77,11 +89,7 @@ class CudnnLibrary:
 
     @property
     def version_text(self) -> str | None:
-        if self.version is None:
-            return None
-        major, rest = divmod(self.version, 10000)
-        minor, patch = divmod(rest, 100)
-        return f"{major}.{minor}.{patch}"
+        return None if self.version is None else cudnn_version_text(self.version)
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,11 @@ class PackageFacts:
         return self.versions.get(canonical_name(name))
 
 
+# A field with this metadata is left out of the JSON while empty: snapshots from before it
+# existed round-trip byte for byte, and read back with its default.
+OMIT_EMPTY = {"omit_empty": True}
+
+
 @dataclass(frozen=True)
 class ToolchainFacts:
     """What FlashInfer's JIT would compile with."""
@@ -115,7 +128,23 @@ class ToolchainFacts:
     nvcc_path: str | None = None
     nvcc_version: str | None = None  # "12.8"
     ninja_path: str | None = None
+    # The ptxas Triton assembles with (fp4doctor.probe.triton): below compute capability 10.0,
+    # and from it; None when Triton is not installed.
+    triton_ptxas_path: str | None = field(default=None, metadata=OMIT_EMPTY)
+    triton_ptxas_version: str | None = field(default=None, metadata=OMIT_EMPTY)  # "12.8"
+    triton_ptxas_blackwell_path: str | None = field(default=None, metadata=OMIT_EMPTY)
+    triton_ptxas_blackwell_version: str | None = field(default=None, metadata=OMIT_EMPTY)
     errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompiledArchs:
+    """The GPU code one CUDA module carries, read from its fatbin (probe/archs.py)."""
+
+    sass: list[str] = field(default_factory=list)  # "sm_90", "sm_90a", "sm_100f"
+    ptx: list[str] = field(default_factory=list)  # "compute_90"
+    error: str | None = None  # why the module could not be found or read
+    path: str | None = None  # the file scanned
 
 
 @dataclass(frozen=True)
@@ -138,6 +167,8 @@ class HostFacts:
     toolchain: ToolchainFacts = field(default_factory=ToolchainFacts)
     env: dict[str, str] = field(default_factory=dict)  # FP4-relevant variables; secrets redacted
     probe_errors: dict[str, str] = field(default_factory=dict)  # probe name -> failure reason
+    # The CUDA modules the profile's `compiled_arch` rules name ("vllm/_C.abi3.so"), scanned.
+    compiled_archs: dict[str, CompiledArchs] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
 
 REDACTED = "<redacted>"
@@ -156,7 +187,11 @@ def canonical_name(name: str) -> str:
 def to_dict(obj: Any) -> Any:
     """A dataclass tree as JSON-ready data."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            f.name: to_dict(getattr(obj, f.name))
+            for f in dataclasses.fields(obj)
+            if getattr(obj, f.name) or not f.metadata.get("omit_empty")
+        }
     if isinstance(obj, dict):
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +40,81 @@ COLORS = {
 }
 
 
+# --- text for a stream that is not UTF-8, and text that comes from outside ---------------------
+
+# What fp4doctor's own text becomes where the stream cannot carry it (a C or Latin-1 locale,
+# PYTHONIOENCODING=ascii): ASCII that reads the same, never "?". The marks match ASCII_MARKS.
+ASCII_FALLBACK = {
+    "→": "->", "←": "<-", "·": "-", "×": "x", "—": "--", "–": "-", "−": "-", "≤": "<=",
+    "≥": ">=", "✓": "ok", "✗": "XX", "…": "...", "±": "+/-", "§": "S", "‖": "||", "“": '"',
+    "”": '"', "‘": "'", "’": "'", "\u00a0": " ", "µ": "u",
+}  # fmt: skip
+FALLBACK_ERRORS = "fp4doctor-ascii"  # a codec error handler: `text.encode(enc, FALLBACK_ERRORS)`
+
+
+def ascii_text(char: str) -> str:
+    """One character in ASCII: the table, else the letter without its accents (é: e), else a
+    `\\u` escape (nothing is ever lost as "?")."""
+    if char in ASCII_FALLBACK:
+        return ASCII_FALLBACK[char]
+    bare = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode("ascii")
+    if bare.isprintable() and bare.strip():
+        return bare
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+def _fallback(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(ascii_text(c) for c in exc.object[exc.start : exc.end]), exc.end
+
+
+codecs.register_error(FALLBACK_ERRORS, _fallback)
+
+
+def encoding_of(stream: object) -> str:
+    """The stream's encoding, normalised ("utf-8", "ascii", "latin-1", ...); ASCII when it has
+    none or an unknown one."""
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name
+    except LookupError:
+        return "ascii"
+
+
+def fit(text: str, encoding: str) -> str:
+    """`text` as a stream in `encoding` can carry it: unchanged where it can, and every character
+    it cannot carry in ASCII (`ascii_text`)."""
+    return text.encode(encoding, FALLBACK_ERRORS).decode(encoding)
+
+
+def ascii_json(text: str) -> str:
+    """A JSON document with every non-ASCII character as a `\\u` escape: the same document as
+    `json.dumps(..., ensure_ascii=True)` would write (outside strings JSON is ASCII)."""
+    return re.sub(r"[^\x00-\x7f]", lambda m: json.dumps(m.group())[1:-1], text)
+
+
+# The C0 controls but newline, DEL, the C1 controls, and the invisible marks that reorder or break
+# a line on a terminal: a facts file, a package version or an environment value can hold any.
+_CONTROLS = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_NAMED = {"\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
+
+
+def clean(text: object) -> str:
+    """Text from outside fp4doctor as it may reach a terminal: every control character (but a
+    newline) written as an escape (ESC as `\\e`, others as `\\xNN` or `\\uNNNN`), so that a
+    GPU name cannot clear the screen, colour the report or retitle the window. fp4doctor's own
+    colours are added (by `Style`) after this."""
+    return _CONTROLS.sub(
+        lambda m: (
+            _NAMED.get(c := m.group())
+            or (f"\\x{ord(c):02x}" if ord(c) <= 0xFF else f"\\u{ord(c):04x}")
+        ),
+        str(text),
+    )
+
+
 @dataclass(frozen=True)
 class Style:
     unicode: bool
@@ -44,15 +122,19 @@ class Style:
 
     @classmethod
     def for_stream(cls, stream: TextIO) -> Style:
-        encoding = (getattr(stream, "encoding", None) or "ascii").lower()
+        """Marks as the stream's encoding can carry them; colour on a terminal unless NO_COLOR is
+        set and not empty (no-color.org) or TERM is dumb."""
         tty = hasattr(stream, "isatty") and stream.isatty()
-        return cls(unicode="utf" in encoding, color=tty and "NO_COLOR" not in os.environ)
+        color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        return cls(unicode=encoding_of(stream).startswith("utf"), color=color)
 
     def mark(self, status: Status) -> str:
         text = (MARKS if self.unicode else ASCII_MARKS)[status]
         return f"\033[{COLORS[status]}m{text}\033[0m" if self.color else text
 
     def bold(self, text: str) -> str:
+        """`text` in bold: text from outside is escaped (`clean`) first, the bold added after."""
+        text = clean(text)
         return f"\033[1m{text}\033[0m" if self.color else text
 
 
@@ -61,9 +143,10 @@ def summary_counts(findings: list[Finding]) -> dict[str, int]:
     return {s.value: counts.get(s.value, 0) for s in Status}
 
 
-def host_line(host: facts.HostFacts) -> str:
+def host_line(host: facts.HostFacts, *, unknown: bool = False) -> str:
+    """The GPUs in a few words; `unknown` when NVML could not tell (no verdict), not "no GPU"."""
     if not host.gpus:
-        return "no GPU"
+        return f"GPUs unknown (NVML: {host.nvml.status})" if unknown else "no GPU"
     kinds = Counter(f"{g.name} ({g.cc_text})" for g in host.gpus)
     return ", ".join(f"{n}× {k}" for k, n in kinds.items())
 
@@ -79,13 +162,13 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     out.append(
         style.bold(
             f"fp4doctor {__version__} · {evaluation.engine_label} ({how}) · "
-            f"{host_line(evaluation.facts)}"
+            f"{host_line(evaluation.facts, unknown=report.outcome is Outcome.NO_VERDICT)}"
         )
     )
     if engine.note:
-        out.append(f"  note: {engine.note}")
+        out.append(clean(f"  note: {engine.note}"))
     if evaluation.era.note:
-        out.append(f"  {evaluation.engine_label}: {evaluation.era.note}")
+        out.append(clean(f"  {evaluation.engine_label}: {evaluation.era.note}"))
 
     def block(title: str, findings: Sequence[Finding], passes: bool = False) -> None:
         shown = [f for f in findings if verbose or passes or f.status is not Status.PASS]
@@ -107,9 +190,9 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
         status = Status.FAIL if problem else (Status.WARN if warns else Status.PASS)
         kind = "" if backend.native else " (not native FP4)"
         text = f"valid here{kind}: {backend.summary}" if problem is None else problem.reason
-        out.append(f"  {style.mark(status)} {name.ljust(width)}  {text}")
+        out.append(f"  {style.mark(status)} {clean(name.ljust(width))}  {clean(text)}")
         if problem is not None and problem.fix and not verbose:
-            out.append(f"      {''.ljust(width)}fix: {problem.fix}")
+            out.append(clean(f"      {''.ljust(width)}fix: {problem.fix}"))
         # Without -v: the warnings, and the live results (evidence either way).
         details = (
             verdict.findings
@@ -128,34 +211,39 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     if smoke_note:
         out.append("")
         out.append(style.bold("Live smoke GEMM"))
-        out.append(f"  {smoke_note}")
+        out.append(clean(f"  {smoke_note}"))
     # A live result is evidence, shown even when it passed.
     block("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke, passes=True)
     out.append("")
     out.append(style.bold("Choice"))
     for f in resolution.findings:
         if f.id == "resolve.choice" and f.status is Status.PASS:
-            out.append(f"  → {resolution.chosen}: {_knob_text(evaluation, resolution)}")
+            out.append(clean(f"  → {resolution.chosen}: {_knob_text(evaluation, resolution)}"))
         else:
             out.extend(_finding_lines(f, style, verbose))
     for note in resolution.notes:
-        out.append(f"    {note}")
+        out.append(clean(f"    {note}"))
     counts = summary_counts(report.findings())
     verdict_text = {
         Outcome.READY: f"READY: use {resolution.chosen}",
         Outcome.NOT_READY: "NOT READY",
         Outcome.NO_VERDICT: "NO VERDICT",
     }[report.outcome]
-    if report.outcome is Outcome.NOT_READY and resolution.ready:
+    if report.env_makes_ready:
         verdict_text += f' as set (eval "$(fp4doctor env)" switches to {resolution.chosen})'
     out.append("")
     out.append(
         style.bold(
-            f"{verdict_text}. Checks: {counts['pass']} passed, {counts['warn']} warnings, "
+            f"{verdict_text}. Checks: {counts['pass']} passed, "
+            f"{_count(counts['warn'], 'warning')}, "
             f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
         )
     )
     return "\n".join(out) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _knob_text(evaluation: Evaluation, resolution: Resolution) -> str:
@@ -166,13 +254,13 @@ def _knob_text(evaluation: Evaluation, resolution: Resolution) -> str:
 
 def _finding_lines(f: Finding, style: Style, verbose: bool, indent: int = 2) -> list[str]:
     pad = " " * indent
-    lines = [f"{pad}{style.mark(f.status)} {f.reason}"]
+    lines = [f"{pad}{style.mark(f.status)} {clean(f.reason)}"]
     if verbose:
-        lines[0] += f"  [{f.id}]"
+        lines[0] += clean(f"  [{f.id}]")
     if f.fix and f.status is not Status.PASS:
-        lines.append(f"{pad}    fix: {f.fix}")
+        lines.append(clean(f"{pad}    fix: {f.fix}"))
     if verbose and f.source:
-        lines.append(f"{pad}    source: {f.source}")
+        lines.append(clean(f"{pad}    source: {f.source}"))
     return lines
 
 
@@ -223,49 +311,50 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def facts_text(host: facts.HostFacts) -> str:
-    """`fp4doctor probe` for people: the facts that decide FP4 backends, one per line."""
-    lines = [f"fp4doctor {__version__} probe" + (f" · {host.hostname}" if host.hostname else "")]
+    """`fp4doctor probe` for people: the facts that decide FP4 backends, one per line, in two
+    columns that line up whatever the names' lengths."""
+    rows: list[tuple[str, str]] = []  # (label, value); an empty label continues the row above
     nvml = host.nvml
     if host.gpus:
-        lines.append(
-            f"GPUs          driver {nvml.driver_version}, CUDA driver {nvml.cuda_driver_version}"
+        rows.append(
+            ("GPUs", f"driver {nvml.driver_version}, CUDA driver {nvml.cuda_driver_version}")
         )
         for g in host.gpus:
             mem = f", {g.memory_total_mib} MiB" if g.memory_total_mib else ""
-            lines.append(f"  GPU {g.index}       {g.name}, compute capability {g.cc_text}{mem}")
+            rows.append((f"  GPU {g.index}", f"{g.name}, compute capability {g.cc_text}{mem}"))
     else:
-        lines.append(f"GPUs          none ({nvml.status}: {nvml.error or 'no GPU listed'})")
+        rows.append(("GPUs", f"none ({nvml.status}: {nvml.error or 'no GPU listed'})"))
         if nvml.fix:
-            lines.append(f"              fix: {nvml.fix}")
+            rows.append(("", f"fix: {nvml.fix}"))
     if host.cuda_visible_devices is not None:
-        lines.append(f"CUDA_VISIBLE_DEVICES  {host.cuda_visible_devices!r}")
+        rows.append(("CUDA_VISIBLE_DEVICES", repr(host.cuda_visible_devices)))
     p = host.packages
-    for name, version in sorted(p.versions.items()):
-        lines.append(f"{name:<24} {version}")
+    rows += sorted(p.versions.items())
     if p.torch_cuda or p.versions.get("torch"):
-        lines.append(f"{'torch CUDA':<24} {p.torch_cuda or 'none (CPU build)'}")
+        rows.append(("torch CUDA", p.torch_cuda or "none (CPU build)"))
     fe = host.cudnn.frontend
-    lines.append(
-        f"{'cuDNN (frontend loads)':<24} "
-        + (
+    rows.append(
+        (
+            "cuDNN (frontend loads)",
             f"{fe.version_text} from {fe.path}"
             if fe.version
-            else f"none ({fe.error or 'not found'})"
+            else f"none ({fe.error or 'not found'})",
         )
     )
     if host.cudnn.torch is not None:
         t = host.cudnn.torch
-        lines.append(f"{'cuDNN (torch)':<24} {t.version_text or t.error} from {t.path}")
+        rows.append(("cuDNN (torch)", f"{t.version_text or t.error} from {t.path}"))
     tc = host.toolchain
-    lines.append(
-        f"{'nvcc':<24} " + (f"{tc.nvcc_version} at {tc.nvcc_path}" if tc.nvcc_path else "not found")
-    )
-    lines.append(f"{'ninja':<24} {tc.ninja_path or 'not found'}")
+    rows.append(("nvcc", f"{tc.nvcc_version} at {tc.nvcc_path}" if tc.nvcc_path else "not found"))
+    rows.append(("ninja", tc.ninja_path or "not found"))
+    width = max(len(label) for label, _ in rows)
+    lines = [f"fp4doctor {__version__} probe" + (f" · {host.hostname}" if host.hostname else "")]
+    lines += [f"{label.ljust(width)}  {value}" for label, value in rows]
     for name, value in sorted(host.env.items()):
         lines.append(f"env {name}={value}")
     for name, reason in sorted(host.probe_errors.items()):
         lines.append(f"probe {name} failed: {reason}")
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines)) + "\n"
 
 
 def advisories_text(found: list[Affected]) -> str:
@@ -292,4 +381,4 @@ def advisories_text(found: list[Affected]) -> str:
         if fix:
             lines.append(f"  fix: {fix}")
         lines.append(f"  source: {issue.source}")
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines)) + "\n"

@@ -25,24 +25,25 @@ def contains(spec: SpecifierSet, version: str) -> bool | None:
     Engines cut release candidates and dev builds of the release they will become, and ship
     post-releases and local builds (`+cu128`) of one they made: 0.5.10rc0 is judged as 0.5.10
     (PEP 440 alone would put it below `>=0.5.10` and outside `<0.5.10` too). Only where a
-    specifier names a pre-release of that same release (`>=1.2.0rc5`) is the pre-release
-    compared as itself, so a boundary inside a release's candidates can be stated."""
+    specifier names a pre- or post-release of that same release (`>=1.2.0rc5`,
+    `>=0.5.5.post3`) is the version compared as itself (less any local part), so a boundary
+    inside one release's builds can be stated."""
     try:
         v = Version(version)
     except InvalidVersion:
         return None
-    release = Version(v.base_version)
-    exact = v.is_prerelease and any(
-        Version(s.version).is_prerelease and Version(s.version).release == v.release
-        for s in spec
-        if is_version(s.version)
+    exact = (v.is_prerelease or v.is_postrelease) and any(
+        _within_release(Version(s.version), v) for s in spec if is_version(s.version)
     )
     if exact:
-        candidate = Version(f"{v.base_version}{''.join(str(p) for p in v.pre or ())}")
-        if v.dev is not None and v.pre is None:
-            candidate = Version(f"{v.base_version}.dev{v.dev}")
-        return spec.contains(candidate, prereleases=True)
-    return spec.contains(release, prereleases=True)
+        return spec.contains(Version(v.public), prereleases=True)
+    return spec.contains(Version(v.base_version), prereleases=True)
+
+
+def _within_release(bound: Version, v: Version) -> bool:
+    """A bound that names a pre-, dev- or post-release of `v`'s own release."""
+    special = bound.is_prerelease or bound.is_postrelease or bound.is_devrelease
+    return special and bound.release == v.release
 
 
 def is_version(text: str) -> bool:

@@ -142,22 +142,19 @@ class Fake:
 
 
 @dataclass(frozen=True)
-class FlakyFake:
-    """Right on the first call, 30x too small on every later one (the timed calls)."""
+class FlakyFake(Fake):
+    """Right on the first call, then `behaviour` (30x too small) on every later one (the timed
+    calls)."""
 
     name: str = "fake-flaky"
-    supports_cpu: bool = True
-
-    def load(self) -> str:
-        note_pids(self.name)
-        return "FAKE adapter (tests/smoke_fakes.py)"
+    behaviour: Callable[[Case, torch.Tensor], object] = _too_small
 
     def bind(self, case: Case, out: torch.Tensor) -> Callable[[], object]:
         calls = [0]
 
         def call() -> object:
             calls[0] += 1
-            return out.copy_(_ref(case, out)) if calls[0] == 1 else _too_small(case, out)
+            return out.copy_(_ref(case, out)) if calls[0] == 1 else self.behaviour(case, out)
 
         return call
 

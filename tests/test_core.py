@@ -171,6 +171,9 @@ def test_shipped_profiles_validate_from_the_command_line(target: str) -> None:
         (">=1.2.0rc5", "1.2.0rc5", True),
         (">=1.2.0rc0,<1.2.0rc5", "1.2.0rc3", True),
         (">=1.2.0rc5", "1.2.0", True),
+        (">=0.5.5.post3", "0.5.5.post2", False),  # and inside a release's post-releases
+        (">=0.5.5.post3", "0.5.5.post3", True),
+        ("<0.5.5.post3", "0.5.5", True),
     ],
 )
 def test_a_version_is_judged_by_its_release(spec: str, version: str, inside: bool) -> None:

@@ -287,3 +287,12 @@ hosts = st.builds(
 @given(hosts)
 def test_any_facts_round_trip(host: facts.HostFacts) -> None:
     assert facts.loads(facts.dumps(host)) == host
+
+
+@pytest.mark.parametrize(
+    ("encoded", "text"), [(91002, "9.10.2"), (92800, "9.28.0"), (8907, "8.9.7"), (8600, "8.6.0")]
+)
+def test_cudnn_versions_decode_in_their_own_encoding(encoded: int, text: str) -> None:
+    from fp4doctor.facts import cudnn_version_text
+
+    assert cudnn_version_text(encoded) == text

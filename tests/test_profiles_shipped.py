@@ -12,21 +12,22 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from profile_tables import (
+    FLASHINFER_ADAPTERS,
+    contains,
+    flashinfer_backends,
+    named_conditions,
+    table_at,
+)
 
 from fp4doctor import profile, versions
-from fp4doctor.profile.kinds.all_of import AllOf
-from fp4doctor.profile.kinds.any_of import AnyOf
-from fp4doctor.profile.kinds.compute_capability import ComputeCapability
-from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Backend, Era, Knob, Profile, Requirement
+from fp4doctor.profile.model import Era, Knob, Profile, Requirement
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
@@ -46,16 +47,6 @@ SMOKE_ADAPTERS = {
     "vllm-marlin",
     "torch-scaled-mm",
 }
-# The smoke adapter that calls flashinfer.mm_fp4(backend=...), and that backend's key in
-# flashinfer-mm_fp4-cc-by-version.json / its name for mm_fp4.is_backend_supported.
-FLASHINFER_ADAPTERS = {
-    "flashinfer-cudnn": ("cudnn", "cudnn"),
-    "flashinfer-cutlass": ("cutlass", "cutlass"),
-    "flashinfer-trtllm": ("trtllm", "trtllm"),
-    "flashinfer-cute-dsl": ("cute_dsl", "cute-dsl"),
-    "flashinfer-b12x": ("b12x", "b12x"),
-}
-FLASHINFER = "flashinfer-python"
 CCS = (75, 80, 86, 89, 90, 100, 103, 107, 110, 120, 121)
 # Releases from PyPI (pip index versions tensorrt-llm, 2026-11); no wheel table exists for them.
 TRTLLM_VERSIONS = (
@@ -93,11 +84,6 @@ def sample_versions(target: str) -> list[str]:
     if target == "trtllm":
         return list(TRTLLM_VERSIONS)
     return reference_versions(VERSION_TABLES[target])
-
-
-def contains(spec: SpecifierSet, version: str) -> bool:
-    """The doctor's own meaning of "this version is in that range" (fp4doctor.versions)."""
-    return bool(versions.contains(spec, version))
 
 
 def eras_of(p: Profile, version: str) -> list[Era]:
@@ -256,25 +242,6 @@ def test_flashinfer_default_and_choices_per_version(version: str) -> None:
 # --- every rule says where it comes from -------------------------------------------------------
 
 
-def named_conditions(p: Profile) -> dict[str, tuple[Requirement, ...]]:
-    found: dict[str, tuple[Requirement, ...]] = {}
-
-    def walk(reqs: tuple[Requirement, ...]) -> None:
-        for req in reqs:
-            if isinstance(req.kind, Use):
-                found[req.kind.name] = req.children
-            walk(req.children)
-
-    for b in p.backends.values():
-        walk(b.requires)
-        for a in b.advisories:
-            walk(a.conditions)
-    for era in p.eras:
-        for step in era.auto:
-            walk(step.conditions)
-    return found
-
-
 @pytest.mark.parametrize("target", profile.builtin_names())
 def test_every_rule_has_a_source(target: str) -> None:
     p = profile.load(target)
@@ -298,55 +265,6 @@ def test_every_rule_has_a_source(target: str) -> None:
 
 
 # --- FlashInfer's compute-capability tables, version by version --------------------------------
-
-
-def flashinfer_backends(p: Profile) -> Iterator[tuple[Backend, str, str]]:
-    """(backend, JSON key, mm_fp4 backend name) for every backend that calls flashinfer.mm_fp4."""
-    for b in p.backends.values():
-        for adapter in b.smoke:
-            if adapter in FLASHINFER_ADAPTERS:
-                key, name = FLASHINFER_ADAPTERS[adapter]
-                yield b, key, name
-                break
-
-
-def applies(req: Requirement, fi_version: str) -> bool:
-    for dist, spec in req.when:
-        assert dist == FLASHINFER, f"a FlashInfer table rule conditional on {dist}"
-        if not contains(spec, fi_version):
-            return False
-    return True
-
-
-def flashinfer_rules(reqs: tuple[Requirement, ...]) -> Iterator[Requirement]:
-    """Every rule that must hold (use and all_of expanded; any_of alternatives left out)."""
-    for req in reqs:
-        if isinstance(req.kind, (Use, AllOf)):
-            yield from flashinfer_rules(req.children)
-        elif not isinstance(req.kind, AnyOf):
-            yield req
-
-
-def table_at(backend: Backend, fi_version: str) -> set[int] | None:
-    """The CCs the profile lets this backend use with FlashInfer `fi_version` (None: no backend).
-
-    FlashInfer's table is the explicit CC lists; the engines' own gates are ranges and are left
-    out. A required flashinfer-python version that excludes `fi_version` means the backend does
-    not exist in that FlashInfer.
-    """
-    table: set[int] | None = None
-    for req in flashinfer_rules(backend.requires):
-        kind = req.kind
-        gate = isinstance(kind, Package) and kind.name == FLASHINFER and not req.when
-        if gate and kind.version is not None and not contains(kind.version, fi_version):
-            return None
-        if isinstance(kind, ComputeCapability) and kind.exact:
-            if not applies(req, fi_version):
-                continue
-            ccs = set(kind.exact)
-            table = ccs if table is None else table & ccs
-    assert table is not None, f"{backend.name} has no compute-capability list"
-    return table
 
 
 def table_cases(name: bool = False) -> list[Any]:

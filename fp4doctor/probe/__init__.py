@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from fp4doctor import __version__
 from fp4doctor.facts import (
+    CompiledArchs,
     CudnnFacts,
     HostFacts,
     NvmlFacts,
@@ -28,15 +29,32 @@ from fp4doctor.probe.environment import probe_environment
 from fp4doctor.probe.gpus import GpuReport, probe_gpus
 from fp4doctor.probe.packages import PACKAGES, probe_packages
 from fp4doctor.probe.toolchain import probe_toolchain
+from fp4doctor.probe.triton import probe_triton_ptxas
 
-__all__ = ["probe_host", "with_packages"]
+__all__ = ["probe_host", "with_compiled_archs", "with_packages"]
 
 T = TypeVar("T")
 
 
-def probe_host(environ: Mapping[str, str] | None = None, packages: Iterable[str] = ()) -> HostFacts:
+def probe_compiled_archs(modules: Iterable[str]) -> dict[str, CompiledArchs]:
+    """probe/archs.py's, imported on first use: it needs `importlib.metadata` (20 ms of imports),
+    which a probe with no modules to scan (`fp4doctor probe`) never does."""
+    wanted = list(modules)
+    if not wanted:
+        return {}
+    from fp4doctor.probe.archs import probe_compiled_archs as scan
+
+    return scan(wanted)
+
+
+def probe_host(
+    environ: Mapping[str, str] | None = None,
+    packages: Iterable[str] = (),
+    modules: Iterable[str] = (),
+) -> HostFacts:
     """Everything the rules need to know about this host, as seen under `environ`; `packages`
-    adds the distributions a profile reads to the core list."""
+    adds the distributions a profile reads to the core list, `modules` the CUDA modules whose
+    compiled architectures its rules check (`DIST/PATH`, see probe/archs.py)."""
     env = os.environ if environ is None else environ
     errors: dict[str, str] = {}
 
@@ -51,7 +69,13 @@ def probe_host(environ: Mapping[str, str] | None = None, packages: Iterable[str]
     found = guarded("packages", lambda: probe_packages(names=wanted), PackageFacts())
     # The cuDNN reader and `nvcc --version` are subprocesses: let them run while NVML answers.
     cudnn_pending = _in_background(lambda: probe_cudnn(env, found))
-    toolchain_pending = _in_background(lambda: probe_toolchain(env))
+    toolchain_pending = _in_background(lambda: with_triton(probe_toolchain(env), env))
+    wanted_modules = list(modules)  # usually none: no thread then
+    archs_pending = (
+        _in_background(lambda: probe_compiled_archs(wanted_modules))
+        if wanted_modules
+        else lambda: probe_compiled_archs(())
+    )
     gpu_report = guarded(
         "gpus",
         lambda: probe_gpus(env),
@@ -62,6 +86,8 @@ def probe_host(environ: Mapping[str, str] | None = None, packages: Iterable[str]
     variables = guarded("environment", lambda: probe_environment(env), no_variables)
     cudnn = guarded("cudnn", cudnn_pending, CudnnFacts())
     toolchain = guarded("toolchain", toolchain_pending, ToolchainFacts())
+    no_archs: dict[str, CompiledArchs] = {}
+    compiled_archs = guarded("compiled_archs", archs_pending, no_archs)
 
     return HostFacts(
         fp4doctor_version=__version__,
@@ -77,6 +103,25 @@ def probe_host(environ: Mapping[str, str] | None = None, packages: Iterable[str]
         toolchain=toolchain,
         env=variables,
         probe_errors=errors,
+        compiled_archs=compiled_archs,
+    )
+
+
+def with_triton(toolchain: ToolchainFacts, env: Mapping[str, str]) -> ToolchainFacts:
+    """The toolchain facts with the ptxas Triton would use (nothing when Triton is absent)."""
+    found = probe_triton_ptxas(env)
+    if found is None:
+        return toolchain
+    errors = dict(toolchain.errors)
+    if found.error:
+        errors["triton_ptxas"] = found.error
+    return dataclasses.replace(
+        toolchain,
+        triton_ptxas_path=found.path,
+        triton_ptxas_version=found.version,
+        triton_ptxas_blackwell_path=found.blackwell_path,
+        triton_ptxas_blackwell_version=found.blackwell_version,
+        errors=errors,
     )
 
 
@@ -93,6 +138,19 @@ def with_packages(host: HostFacts, names: Iterable[str]) -> HostFacts:
         errors={**host.packages.errors, **more.errors},
     )
     return dataclasses.replace(host, packages=merged)
+
+
+def with_compiled_archs(host: HostFacts, modules: Iterable[str]) -> HostFacts:
+    """`host` with the compiled architectures of `modules` it did not scan yet (this host only)."""
+    missing = [m for m in modules if m not in host.compiled_archs]
+    if not missing:
+        return host
+    try:
+        more = probe_compiled_archs(missing)
+    except Exception as exc:  # the guard, as in probe_host
+        errors = {**host.probe_errors, "compiled_archs": f"{type(exc).__name__}: {exc}"}
+        return dataclasses.replace(host, probe_errors=errors)
+    return dataclasses.replace(host, compiled_archs={**host.compiled_archs, **more})
 
 
 def _in_background(work: Callable[[], T]) -> Callable[[], T]:

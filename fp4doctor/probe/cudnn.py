@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import glob
 import os
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 
 from fp4doctor.facts import CudnnFacts, CudnnLibrary, PackageFacts
 from fp4doctor.probe.packages import torch_dir
+from fp4doctor.signals import signal_name
 
 BY_NAME = ("libcudnn.so.9", "libcudnn.so")
 _WHEEL_GLOB = "libcudnn.so.*[0-9]"
@@ -216,7 +216,7 @@ def read_library(
     except OSError as exc:
         return failed(f"cannot start a reader for {shown}: {exc}")
     if done.returncode < 0:
-        return failed(f"loading {shown} crashed the reader with {_signal_name(-done.returncode)}")
+        return failed(f"loading {shown} crashed the reader with {signal_name(-done.returncode)}")
     line = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
     status, _, rest = line.partition(" ")
     if status == "ok":
@@ -256,10 +256,3 @@ def _same_file(a: str | None, b: str | None) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

@@ -1,16 +1,19 @@
 """Installed versions of the packages that decide the FP4 paths, read from their metadata.
 
-Nothing is imported: versions come from `importlib.metadata` (one lookup per name, no scan of
-every installed distribution), and torch's CUDA build from the text of `torch/version.py`.
+Nothing is imported: versions come from the `.dist-info` directories `importlib.metadata` would
+find (one listing per search-path entry, one METADATA read per name found), and torch's CUDA
+build from the text of `torch/version.py`. `importlib.metadata` itself (20 ms of imports: the
+email parser, zipfile) is asked only where its answer could differ from that plain reading: a
+zip or egg on the path, two dist-infos for one name, metadata that is not a plain header block.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 
 from fp4doctor.facts import PackageFacts, canonical_name
@@ -43,6 +46,102 @@ _ASSIGNMENT = re.compile(
 )
 
 
+_SEPARATORS = re.compile(r"[-_.]+")
+_HEADER_NAME = re.compile(r"[\041-\071\073-\176]+:")  # email.feedparser's, name not empty
+_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines breaks there too
+_ABSENT = ""  # `_SiteIndex.version`: no distribution of that name on the path
+
+
+def _normalize(name: str) -> str:
+    """importlib.metadata's `Prepared.normalize`: PEP 503, with dashes as underscores."""
+    return _SEPARATORS.sub("-", name).lower().replace("-", "_")
+
+
+class _SiteIndex:
+    """The dist-info directories of each search-path entry, listed once, keyed as
+    `importlib.metadata`'s `Lookup` keys them. `version` gives what
+    `importlib.metadata.distributions(name=...)`'s first match would say for the plain case, or
+    None where only importlib.metadata can say (then it is asked, for that name)."""
+
+    def __init__(self, path: Sequence[str]) -> None:
+        self.path = list(path)
+        self.listed: dict[int, dict[str, list[str]] | None] = {}
+        # A finder other than the standard path finder could find distributions of its own.
+        self.plain = all(
+            finder is importlib.machinery.PathFinder
+            for finder in sys.meta_path
+            if getattr(finder, "find_distributions", None) is not None
+        )
+
+    def _entry(self, position: int) -> dict[str, list[str]] | None:
+        if position not in self.listed:
+            self.listed[position] = self._list(self.path[position])
+        return self.listed[position]
+
+    @staticmethod
+    def _list(root: str) -> dict[str, list[str]] | None:
+        if os.path.basename(root).lower().endswith(".egg"):
+            return None  # importlib.metadata reads an egg's own egg-info
+        try:
+            children = os.listdir(root or ".")
+        except Exception:
+            # Nothing there is nothing found; anything else may be a zip: importlib.metadata.
+            return None if os.path.exists(root or ".") else {}
+        found: dict[str, list[str]] = {}
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                key = _normalize(low.rpartition(".")[0].partition("-")[0])
+                found.setdefault(key, []).append(child)
+        return found
+
+    def version(self, name: str) -> str | None:
+        """The version, `_ABSENT`, or None: ask importlib.metadata."""
+        if not self.plain or not name:
+            return None
+        key = _normalize(name)
+        for position, root in enumerate(self.path):
+            entry = self._entry(position)
+            if entry is None:
+                return None
+            matches = entry.get(key)
+            if not matches:
+                continue
+            if len(matches) > 1 or not matches[0].lower().endswith(".dist-info"):
+                return None
+            return _plain_version(os.path.join(root, matches[0], "METADATA"))
+        return _ABSENT
+
+
+def _plain_version(metadata: str) -> str | None:
+    """The Version header of a METADATA file when it reads as a plain header block (what the
+    email parser then returns for it), else None."""
+    try:
+        with open(metadata, encoding="utf-8") as handle:
+            text = handle.read()  # all of it: a decoding error anywhere is importlib's to report
+    except Exception:
+        return None
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        if not line:
+            return None  # the headers end without a Version: importlib.metadata says why
+        if any(c in line for c in _LINE_BREAKS):
+            return None
+        if line[0] in " \t":
+            continue  # a folded line of an earlier header
+        if _HEADER_NAME.match(line) is None:
+            return None
+        header, _, value = line.partition(":")
+        if header.lower() != "version":
+            continue
+        following = lines[number + 1] if number + 1 < len(lines) else ""
+        if following[:1] in (" ", "\t"):
+            return None  # folded: leave the unfolding to the email parser
+        version = value.lstrip(" \t")
+        return version or None
+    return None
+
+
 def probe_packages(
     path: Sequence[str] | None = None, names: Iterable[str] = PACKAGES
 ) -> PackageFacts:
@@ -54,10 +153,22 @@ def probe_packages(
     search = None if path is None else list(path)
     versions: dict[str, str] = {}
     errors: dict[str, str] = {}
+    index = _SiteIndex(sys.path if search is None else search)
     for name in names:
         key = canonical_name(name)
         if key in versions or key in errors:
             continue
+        try:
+            plain = index.version(name)
+        except Exception:  # an odd path entry: importlib.metadata's answer, and its error
+            plain = None
+        if plain == _ABSENT:
+            continue
+        if plain is not None:
+            versions[key] = plain
+            continue
+        import importlib.metadata  # only where the plain reading cannot answer
+
         try:
             found = (
                 importlib.metadata.distributions(name=name)

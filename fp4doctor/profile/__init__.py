@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from fp4doctor.profile import advisories
@@ -57,7 +58,18 @@ def load_module(name: str) -> Conditions:
 
 
 def load_file(path: str | Path) -> Profile:
-    return parse(_read(path), str(path), load_module)
+    """One profile file, parsed and validated (once per file version in a process)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return parse(_read(path), str(path), load_module)  # _read says why
+    return _parsed(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, mtime_ns: int, size: int) -> Profile:
+    # Profiles are immutable: one parse serves every later load of the same file version.
+    return parse(_read(path), path, load_module)
 
 
 @functools.cache

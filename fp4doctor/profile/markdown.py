@@ -162,6 +162,10 @@ def _header(profile: Profile) -> list[str]:
     out += [" ".join(where), ""]
     if profile.source:
         out += [f"Source: {profile.source}", ""]
+    if engine.requires:
+        out += ["What the engine itself needs, whatever backend it uses:", ""]
+        out += [_requirement_bullet(r) for r in _flatten(engine.requires)]
+        out.append("")
     return out
 
 

@@ -222,6 +222,9 @@ class Engine:
     newest_known: str
     args_variable: str | None = None
     config_format: str = "dotenv"  # "vllm-yaml" | "trtllm-yaml" | "dotenv"
+    # What the engine itself needs to start, whatever backend it uses (a failure here stops
+    # every backend: the host is not ready).
+    requires: tuple[Requirement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,7 @@ class Profile:
     def packages(self) -> set[str]:
         """Every distribution the profile's rules read: the probe looks each of them up."""
         names = {self.engine.package}
-        reqs: list[Requirement] = []
+        reqs: list[Requirement] = list(self.engine.requires)
         for backend in self.backends.values():
             reqs.extend(backend.requires)
             for advisory in backend.advisories:

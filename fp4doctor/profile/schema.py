@@ -8,6 +8,7 @@ must reach `engine.newest_known`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -351,7 +352,9 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         raise target_node.error("should be a lower-case name like 'vllm'")
 
     engine_node = required(fields, "engine", root)
-    ef = engine_node.mapping(("package", "newest_known", "args_variable", "config_format"))
+    ef = engine_node.mapping(
+        ("package", "newest_known", "args_variable", "config_format", "requires")
+    )
     args_variable = optional(ef, "args_variable", Node.text)
     if args_variable is not None and not VAR_RE.match(args_variable):
         raise ef["args_variable"].error(f"{args_variable!r} is not a valid variable name")
@@ -374,6 +377,9 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
             raise where.error(str(exc.args[0])) from None
     if "conditions" in fields:
         named = _conditions(fields["conditions"], named)
+
+    if "requires" in ef:
+        engine = dataclasses.replace(engine, requires=_requirements(ef["requires"], named))
 
     backends_node = required(fields, "backends", root)
     backends = {name: _backend(name, n, named) for name, n in backends_node.mapping().items()}

@@ -18,7 +18,12 @@ from fp4doctor.findings import Finding, Status, apply_ignores
 from fp4doctor.profile.kinds import Context
 from fp4doctor.profile.model import Era, Profile
 from fp4doctor.rules import live
-from fp4doctor.rules.backends import Verdict, conditions_hold, evaluate_backend
+from fp4doctor.rules.backends import (
+    Verdict,
+    conditions_hold,
+    evaluate_backend,
+    requirement_findings,
+)
 from fp4doctor.rules.environment import Selection, lint
 from fp4doctor.versions import bounds, contains
 
@@ -182,7 +187,12 @@ def evaluate(
         context=ctx,
         engine=engine,
         era=era,
-        host=tuple(apply_ignores(host_findings(host), patterns)),
+        host=tuple(
+            apply_ignores(
+                host_findings(host) + requirement_findings(profile.engine.requires, ctx, "engine"),
+                patterns,
+            )
+        ),
         verdicts=verdicts,
         env_findings=tuple(apply_ignores(env_findings, patterns)),
         env_selection=selection,

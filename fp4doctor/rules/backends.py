@@ -62,32 +62,37 @@ def conditions_hold(conditions: tuple[Requirement, ...], ctx: Context) -> bool:
 def evaluate_backend(
     backend: Backend, ctx: Context, era: Era, profile: Profile, engine_label: str
 ) -> Verdict:
-    findings: list[Finding] = []
-    prefix = f"backend.{backend.name}"
-    seen: set[str] = set()
-    for req in _flatten(backend.requires, ctx):
-        if req.id in seen:
-            continue
-        seen.add(req.id)
-        for gpu, result in _per_gpu(req, ctx):
-            status = Status.PASS if result.ok else Status.FAIL
-            reason = _reason(result, req.reason if not result.ok else None)
-            findings.append(
-                Finding(
-                    id=f"{prefix}.{req.id}" + (f".gpu{gpu.index}" if gpu else ""),
-                    status=status,
-                    reason=reason,
-                    fix=None if result.ok else req.fix_for(ctx),
-                    gpu=gpu.index if gpu else None,
-                    backend=backend.name,
-                    source=req.source,
-                    details={"measured": result.measured, "required": result.required},
-                )
-            )
+    findings = requirement_findings(backend.requires, ctx, f"backend.{backend.name}", backend.name)
     for advisory in backend.advisories:
         findings.extend(_advisory(advisory, backend, ctx))
     findings.append(_reachability(backend, era, profile, engine_label, _ahead(backend, era, ctx)))
     return Verdict(backend, tuple(findings))
+
+
+def requirement_findings(
+    requires: tuple[Requirement, ...], ctx: Context, prefix: str, backend: str | None = None
+) -> list[Finding]:
+    """A finding per applicable requirement (per GPU for per-GPU kinds), named `prefix.id`."""
+    findings: list[Finding] = []
+    seen: set[str] = set()
+    for req in _flatten(requires, ctx):
+        if req.id in seen:
+            continue
+        seen.add(req.id)
+        for gpu, result in _per_gpu(req, ctx):
+            findings.append(
+                Finding(
+                    id=f"{prefix}.{req.id}" + (f".gpu{gpu.index}" if gpu else ""),
+                    status=Status.PASS if result.ok else Status.FAIL,
+                    reason=_reason(result, req.reason if not result.ok else None),
+                    fix=None if result.ok else req.fix_for(ctx),
+                    gpu=gpu.index if gpu else None,
+                    backend=backend,
+                    source=req.source,
+                    details={"measured": result.measured, "required": result.required},
+                )
+            )
+    return findings
 
 
 def _ahead(backend: Backend, era: Era, ctx: Context) -> tuple[AutoStep, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fp4doctor import nvfp4
+from fp4doctor.smoke import nvfp4
 
 SHAPES: tuple[tuple[int, int, int], ...] = ((128, 256, 512), (7, 256, 512), (48, 384, 256))
 """(m, n, k). N and K are multiples of 128 for every backend's constraints (trtllm's weight
@@ -33,6 +33,11 @@ class Operand:
     scales: torch.Tensor  # float8_e4m3fn [rows, K/16], linear layout
     global_scale: torch.Tensor  # float32 0-d, encode scale (448·6/amax)
     deq: torch.Tensor  # float32 [rows, K], the exact value the bytes encode
+
+    def scales_128x4(self) -> torch.Tensor:
+        """The block scales in the 128x4 swizzled layout, as the `[round_up(rows, 128),
+        round_up(K/16, 4)]` grid FlashInfer, vLLM and cuDNN take (float8_e4m3fn)."""
+        return nvfp4.scale_grid(nvfp4.swizzle_128x4(self.scales), *self.scales.shape)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ NORM_RATIO_RANGE = (0.9, 1.1)
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Comparison:
     """The outcome of comparing one output with its reference."""
 
     passed: bool
@@ -37,10 +37,10 @@ class Verdict:
         return (self.max_abs_err or 0.0) / self.tolerance
 
 
-def check_output(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
+def check_output(out: torch.Tensor, ref: torch.Tensor) -> Comparison:
     """Compare a GEMM output (any float dtype; NaN where never written) with a float64 reference.
 
-    The checks run in this order and the first that fails names the verdict: every element
+    The checks run in this order and the first that fails names the outcome: every element
     written (no NaN left from the poisoned buffer); no ±inf where the reference is finite;
     ‖out‖/‖ref‖ within 0.9–1.1; |out − ref| ≤ atol + rtol·|ref| everywhere.
     """
@@ -54,7 +54,7 @@ def check_output(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
 
     unwritten = int(torch.isnan(o).sum())
     if unwritten:
-        return Verdict(
+        return Comparison(
             False,
             f"{unwritten} of {total} outputs never written (NaN)",
             None,
@@ -64,7 +64,7 @@ def check_output(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
         )
     bad_inf = int((torch.isinf(o) & torch.isfinite(r)).sum())
     if bad_inf:
-        return Verdict(
+        return Comparison(
             False,
             f"{bad_inf} of {total} outputs are ±inf where the reference is finite",
             None,
@@ -85,7 +85,7 @@ def check_output(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
             what = f"output {1 / ratio:.1f}x too small"
         else:
             what = f"output {ratio:.1f}x too large"
-        return Verdict(
+        return Comparison(
             False,
             f"{what}: ||out||/||ref|| = {ratio:.3g} (needs {lo:g}–{hi:g})",
             max_err,
@@ -100,7 +100,7 @@ def check_output(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
     if n_bad:
         worst = int(torch.argmax(excess))
         row, col = divmod(worst, o.shape[1])
-        return Verdict(
+        return Comparison(
             False,
             f"max |out-ref| = {max_err:.3g} > tolerance: {n_bad} of {total} outputs outside "
             f"atol {atol:.3g} + {RTOL:g}·|ref| (worst at [{row}, {col}]: "
@@ -110,7 +110,7 @@ def check_output(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
             ratio,
             0,
         )
-    return Verdict(
+    return Comparison(
         True,
         f"max |out-ref| = {max_err:.3g} within atol {atol:.3g} + {RTOL:g}·|ref|; "
         f"||out||/||ref|| = {ratio:.4f}",

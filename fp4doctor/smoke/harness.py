@@ -1,4 +1,4 @@
-"""Run one adapter in the worker: build each problem, call, check, time; return a result dict.
+"""Run one adapter in the worker: build each problem, call, check, time; return its result.
 
 Everything that can go wrong inside Python becomes a value here: `Unavailable` is `skip`,
 `Refused` and any other library exception are `fail` with the library's words, a wrong
@@ -8,17 +8,19 @@ hangs cannot be caught in-process; the parent turns those into `error`.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
+from fp4doctor.findings import Status
 from fp4doctor.smoke.adapters import Adapter, Refused, Unavailable
 from fp4doctor.smoke.cases import SHAPES, make_case
-from fp4doctor.smoke.check import Verdict, check_output
+from fp4doctor.smoke.check import Comparison, check_output
 from fp4doctor.smoke.errors import summarize
+from fp4doctor.smoke.result import SmokeResult
 
 WARMUP_CALLS = 3
 TIMED_CALLS = 20
@@ -26,25 +28,13 @@ TIMED_CALLS = 20
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 
-@dataclass
-class Outcome:
-    """A result as the worker sends it (the parent adds device and GPU)."""
+class ContextLost(Exception):
+    """The adapter left the CUDA context unusable: `result` is its last word, and the worker
+    must be replaced before another adapter runs."""
 
-    status: str
-    reason: str
-    max_abs_err: float | None = None
-    tolerance: float | None = None
-    norm_ratio: float | None = None
-    unwritten: int | None = None
-    median_ms: float | None = None
-    shapes: list[list[int]] | None = None
-    library_error: str | None = None
-    context_lost: bool = False  # the CUDA context is unusable: the worker must be replaced
-
-    def fields(self) -> dict[str, object]:
-        data = dict(vars(self))
-        data.pop("context_lost")
-        return data
+    def __init__(self, result: SmokeResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
 
 
 def _sync(device: str) -> None:
@@ -113,22 +103,34 @@ def _shape_text(shape: Sequence[int]) -> str:
 
 def run_adapter(
     adapter: Adapter, device: str, shapes: Sequence[tuple[int, int, int]] = SHAPES
-) -> Outcome:
-    """Run `adapter`'s GEMM on `device` ("cpu" or "cuda") for each shape and judge it."""
+) -> SmokeResult:
+    """Run `adapter`'s GEMM on `device` ("cpu" or "cuda") for each shape and judge it.
+
+    The result names `device` as the worker sees it and no GPU: the parent, which knows the
+    GPU, fills both in. Raises `ContextLost`, carrying the result, when a call that raised left
+    the CUDA context unusable.
+    """
+    result = functools.partial(SmokeResult, adapter.name, device, None)
     try:
         label = adapter.load()
     except Unavailable as exc:
-        return Outcome("skip", exc.reason, library_error=exc.library_error)
+        return result(Status.SKIP.value, exc.reason, library_error=exc.library_error)
     except Exception as exc:
         reason, text = _library_failure(exc)
         if not isinstance(exc, Refused):
             reason = f"import failed: {reason}"
-        return Outcome("fail", reason, library_error=text)
+        return result(Status.FAIL.value, reason, library_error=text)
     if device == "cpu" and not adapter.supports_cpu:
-        return Outcome("skip", f"needs a CUDA GPU ({label} imported fine)")
+        return result(Status.SKIP.value, f"needs a CUDA GPU ({label} imported fine)")
 
     ran: list[list[int]] = []
-    verdicts: list[tuple[list[int], Verdict]] = []
+
+    def wrong(reason: str, c: Comparison) -> SmokeResult:
+        """`fail`, with the numbers of the comparison that failed."""
+        fields = (c.max_abs_err, c.tolerance, c.norm_ratio, c.unwritten)
+        return result(Status.FAIL.value, reason, *fields, shapes=ran)
+
+    comparisons: list[tuple[list[int], Comparison]] = []
     timed: float | None = None
     for m, n, k in shapes:
         shape = [m, n, k]
@@ -140,65 +142,59 @@ def run_adapter(
             call()
             _sync(device)
         except Unavailable as exc:
-            return Outcome("skip", exc.reason, shapes=ran, library_error=exc.library_error)
+            return result(
+                Status.SKIP.value, exc.reason, shapes=ran, library_error=exc.library_error
+            )
         except Exception as exc:
             reason, text = _library_failure(exc)
-            status = "fail"
+            status = Status.FAIL
             if _out_of_memory(exc):
-                status, reason = "error", f"out of memory, no verdict on the kernel: {reason}"
+                status, reason = Status.ERROR, f"out of memory, no verdict on the kernel: {reason}"
             lost = _context_lost(device)
             if lost:
                 reason += " (the CUDA context is lost; the worker is replaced)"
-            return Outcome(status, reason, shapes=ran, library_error=text, context_lost=lost)
-        verdict = check_output(out, case.ref)
-        verdicts.append((shape, verdict))
-        if not verdict.passed:
-            return Outcome(
-                "fail",
-                f"{_shape_text(shape)}: {verdict.reason}",
-                verdict.max_abs_err,
-                verdict.tolerance,
-                verdict.norm_ratio,
-                verdict.unwritten,
-                shapes=ran,
-            )
+            failed = result(status.value, reason, shapes=ran, library_error=text)
+            if lost:
+                raise ContextLost(failed) from exc
+            return failed
+        comparison = check_output(out, case.ref)
+        comparisons.append((shape, comparison))
+        if not comparison.passed:
+            return wrong(f"{_shape_text(shape)}: {comparison.reason}", comparison)
         if timed is None:
             try:
                 timed = median_ms(call, device)
             except Exception as exc:
                 reason, text = _library_failure(exc)
-                return Outcome(
-                    "fail",
+                failed = result(
+                    Status.FAIL.value,
                     f"{_shape_text(shape)}: the first call was right, a repeated call raised: "
                     f"{reason}",
                     shapes=ran,
                     library_error=text,
-                    context_lost=_context_lost(device),
                 )
+                if _context_lost(device):
+                    raise ContextLost(failed) from exc
+                return failed
             again = check_output(out, case.ref)  # out now holds the last timed call's answer
             if not again.passed:
-                return Outcome(
-                    "fail",
+                return wrong(
                     f"{_shape_text(shape)}: the first call was right, repeated calls not: "
                     f"{again.reason}",
-                    again.max_abs_err,
-                    again.tolerance,
-                    again.norm_ratio,
-                    again.unwritten,
-                    shapes=ran,
+                    again,
                 )
 
-    worst_shape, worst = max(verdicts, key=lambda sv: sv[1].badness)
-    ratios = [v.norm_ratio for _, v in verdicts if v.norm_ratio is not None]
+    worst_shape, worst = max(comparisons, key=lambda sc: sc[1].badness)
+    ratios = [c.norm_ratio for _, c in comparisons if c.norm_ratio is not None]
     far = max(ratios, key=lambda r: abs(r - 1.0)) if ratios else None
     reason = (
-        f"{len(verdicts)} shapes match the reference; "
+        f"{len(comparisons)} shapes match the reference; "
         f"closest to the limit at {_shape_text(worst_shape)}: {worst.reason}"
     )
     if timed is not None:
         reason += f"; median {timed:.3g} ms at {_shape_text(shapes[0])}"
-    return Outcome(
-        "pass",
+    return result(
+        Status.PASS.value,
         f"{reason} ({label})",
         worst.max_abs_err,
         worst.tolerance,

@@ -6,7 +6,9 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-STATUSES = ("pass", "fail", "error", "skip")
+from fp4doctor.findings import Status
+
+STATUSES = tuple(s.value for s in (Status.PASS, Status.FAIL, Status.ERROR, Status.SKIP))
 """`pass`: ran and matched the reference. `fail`: the library refused, or the output is wrong.
 `error`: no verdict (the worker crashed, timed out, or could not start). `skip`: not run here
 (library not installed, needs a GPU, needs a JIT compile that is not allowed)."""
@@ -24,7 +26,7 @@ class SmokeResult:
     adapter: str
     device: str  # "cuda:0" (index as the engine sees it) or "cpu"
     gpu: int | None  # None for cpu
-    status: str  # "pass" | "fail" | "error" | "skip"
+    status: str  # one of STATUSES
     reason: str
     max_abs_err: float | None = None
     tolerance: float | None = None  # atol used

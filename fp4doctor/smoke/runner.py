@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from fp4doctor.findings import Status
+from fp4doctor.signals import signal_name
+from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS
 from fp4doctor.smoke.result import SmokeResult
 
 STARTUP_TIMEOUT_S = 120.0
@@ -107,11 +110,7 @@ def _exit_text(rc: int | None) -> str:
     if rc is None:
         return "worker did not exit"
     if rc < 0:
-        try:
-            name = signal.Signals(-rc).name
-        except ValueError:
-            name = f"signal {-rc}"
-        return f"worker killed by {name} (signal {-rc})"
+        return f"worker killed by {signal_name(-rc)} (signal {-rc})"
     return f"worker exited with code {rc}"
 
 
@@ -173,7 +172,7 @@ class _Worker:
         with self._lock:  # the zombie is there: this wait does not block
             return self.proc.wait()
 
-    def stderr_tail(self, limit: int = 2000) -> str | None:
+    def stderr_tail(self, limit: int = LIBRARY_ERROR_CHARS) -> str | None:
         try:
             self.stderr.seek(0, os.SEEK_END)
             size = self.stderr.tell()
@@ -290,7 +289,12 @@ class _SlotRun:
 
     def error(self, adapter: str, reason: str, library_error: str | None = None) -> None:
         result = SmokeResult(
-            adapter, self.slot.device, self.slot.gpu, "error", reason, library_error=library_error
+            adapter,
+            self.slot.device,
+            self.slot.gpu,
+            Status.ERROR.value,
+            reason,
+            library_error=library_error,
         )
         self.run.record(self.slot, result, self.order)
 
@@ -384,7 +388,11 @@ class _SlotRun:
             result = SmokeResult.from_dict(fields)
         except (TypeError, ValueError) as exc:
             result = SmokeResult(
-                name, self.slot.device, self.slot.gpu, "error", f"bad result from worker: {exc}"
+                name,
+                self.slot.device,
+                self.slot.gpu,
+                Status.ERROR.value,
+                f"bad result from worker: {exc}",
             )
         if name in self.remaining:
             self.remaining.remove(name)

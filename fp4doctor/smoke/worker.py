@@ -29,8 +29,12 @@ import traceback
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fp4doctor.findings import Status
+from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS
+
 if TYPE_CHECKING:
     from fp4doctor.smoke.adapters import Adapter
+    from fp4doctor.smoke.result import SmokeResult
 
 EXTRA_ADAPTERS_ENV = "FP4DOCTOR_SMOKE_EXTRA_ADAPTERS"
 """Test-only hook: `module:attr[,module:attr]` naming extra adapters (an adapter, an iterable
@@ -85,10 +89,17 @@ def _extra_adapters(spec: str) -> dict[str, Adapter]:
     return found
 
 
-def _fail_all(proto: Channel, adapters: list[str], status: str, reason: str, text: str) -> None:
+def _fail_all(proto: Channel, adapters: list[str], status: Status, reason: str, text: str) -> None:
     for name in adapters:
         proto.send("start", adapter=name)
-        proto.send("result", adapter=name, status=status, reason=reason, library_error=text)
+        proto.send("result", adapter=name, status=status.value, reason=reason, library_error=text)
+
+
+def _send_result(proto: Channel, name: str, result: SmokeResult) -> None:
+    fields = result.to_dict()
+    for where in ("adapter", "device", "gpu"):  # the parent knows which GPU this worker has
+        del fields[where]
+    proto.send("result", adapter=name, **fields)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         proto.send("hello", pid=os.getpid(), torch=None)
         if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
             reason = f"torch is not installed for {sys.executable}"
-            _fail_all(proto, names, "skip", reason, str(exc))
+            _fail_all(proto, names, Status.SKIP, reason, str(exc))
         else:  # installed but broken (a missing shared library, a failing initialiser)
-            _fail_all(proto, names, "error", f"import torch failed: {exc}", traceback.format_exc())
+            _fail_all(
+                proto, names, Status.ERROR, f"import torch failed: {exc}", traceback.format_exc()
+            )
         proto.send("done")
         return 0
 
@@ -131,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             proto.send("hello", **hello)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            _fail_all(proto, names, "error", first, traceback.format_exc())
+            _fail_all(proto, names, Status.ERROR, first, traceback.format_exc())
             proto.send("done")
             return 0
         device = "cuda:0"
@@ -150,23 +163,26 @@ def main(argv: list[str] | None = None) -> int:
         if name not in extra and name not in ADAPTERS:
             known = ", ".join([*ADAPTERS, *extra])
             reason = f"unknown smoke adapter {name!r} (known: {known})"
-            proto.send("result", adapter=name, status="error", reason=reason)
+            proto.send("result", adapter=name, status=Status.ERROR.value, reason=reason)
             continue
+        context_lost = False
         try:
             adapter = extra[name] if name in extra else load_adapter(name)
-            outcome = harness.run_adapter(adapter, device)
+            result = harness.run_adapter(adapter, device)
+        except harness.ContextLost as lost:
+            result, context_lost = lost.result, True
         except Exception as exc:
-            text = traceback.format_exc()[-2000:]
+            text = traceback.format_exc()[-LIBRARY_ERROR_CHARS:]
             proto.send(
                 "result",
                 adapter=name,
-                status="error",
+                status=Status.ERROR.value,
                 reason=f"fp4doctor's smoke harness failed: {type(exc).__name__}: {exc}",
                 library_error=text,
             )
             continue
-        proto.send("result", adapter=name, **outcome.fields())
-        if outcome.context_lost:
+        _send_result(proto, name, result)
+        if context_lost:
             return 3  # the parent starts a fresh worker for the rest
     proto.send("done")
     return 0

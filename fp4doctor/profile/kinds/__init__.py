@@ -9,6 +9,7 @@ from __future__ import annotations
 from fp4doctor.profile.kinds.all_of import AllOf
 from fp4doctor.profile.kinds.any_of import AnyOf
 from fp4doctor.profile.kinds.base import Check, Context, Kind
+from fp4doctor.profile.kinds.compiled_arch import CompiledArch
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_driver import CudaDriver
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
@@ -18,6 +19,7 @@ from fp4doctor.profile.kinds.ninja import Ninja
 from fp4doctor.profile.kinds.nvcc import Nvcc
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.same_version import SameVersion
+from fp4doctor.profile.kinds.toolchain_arch import ToolchainArch
 from fp4doctor.profile.kinds.use import Use
 
 __all__ = ["KINDS", "Check", "Context", "Kind", "get"]
@@ -28,12 +30,14 @@ KINDS: dict[str, type[Kind]] = {
         Package,
         ComputeCapability,
         CudnnBackend,
+        CompiledArch,
         CudaRuntime,
         CudaDriver,
         Nvcc,
         Ninja,
         SameVersion,
         Env,
+        ToolchainArch,
         AnyOf,
         AllOf,
         Use,

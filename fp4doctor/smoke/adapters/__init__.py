@@ -18,24 +18,23 @@ if TYPE_CHECKING:
     from fp4doctor.smoke.cases import Case
 
 
-class Unavailable(Exception):
+class AdapterAnswer(Exception):
+    """An answer an adapter words itself: a one-line reason, and the library's longer text."""
+
+    def __init__(self, reason: str, library_error: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.library_error = library_error
+
+
+class Unavailable(AdapterAnswer):
     """Not run here, with why: the library is not installed, or would have to JIT-compile
     or download kernels when that is not allowed. Becomes status `skip`."""
 
-    def __init__(self, reason: str, library_error: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.library_error = library_error
 
-
-class Refused(Exception):
+class Refused(AdapterAnswer):
     """The library declined the problem and the adapter can say so better than the raw
     exception (e.g. "cuDNN refused the NVFP4 graph: <its telling line>"). Becomes `fail`."""
-
-    def __init__(self, reason: str, library_error: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.library_error = library_error
 
 
 class Adapter(Protocol):

@@ -20,16 +20,12 @@ from typing import Any
 
 import torch
 
-from fp4doctor import nvfp4
+from fp4doctor.facts import cudnn_version_text
 from fp4doctor.smoke.adapters import Refused, Unavailable
 from fp4doctor.smoke.cases import Case
-from fp4doctor.smoke.errors import exception_text, telling_line, trim
+from fp4doctor.smoke.errors import summarize
 
 _BUILD_STEPS = ("validate", "build_operation_graph", "create_execution_plans", "check_support")
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
 
 
 @dataclass(frozen=True)
@@ -41,14 +37,14 @@ class CudnnGraph:
         if importlib.util.find_spec("cudnn") is None:
             raise Unavailable("nvidia-cudnn-frontend is not installed")
         cudnn = importlib.import_module("cudnn")
-        v = int(cudnn.backend_version())  # 9.10.2 -> 91002 (cuDNN 9 encoding)
-        backend = f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else str(v)
+        backend = cudnn_version_text(int(cudnn.backend_version()))
         return f"cudnn-frontend {getattr(cudnn, '__version__', '?')}, cuDNN {backend}"
 
     def bind(self, case: Case, out: torch.Tensor) -> Callable[[], object]:
         cudnn: Any = importlib.import_module("cudnn")
         m, n, k = case.m, case.n, case.k
-        mp, np_, kp = _round_up(m, 128), _round_up(n, 128), _round_up(k // 16, 4)
+        sa, sb = case.a.scales_128x4().view(torch.uint8), case.b.scales_128x4().view(torch.uint8)
+        (mp, kp), np_ = sa.shape, sb.shape[0]
         dt = cudnn.data_type
 
         handle = cudnn.create_handle()
@@ -90,14 +86,10 @@ class CudnnGraph:
             step = "build_plans"
             graph.build_plans()
         except Exception as exc:
-            text = exception_text(exc)
-            raise Refused(
-                f"cuDNN refused the NVFP4 graph ({step}): {telling_line(text)}", trim(text, 2000)
-            ) from exc
+            reason, text = summarize(exc)
+            raise Refused(f"cuDNN refused the NVFP4 graph ({step}): {reason}", text) from exc
 
         fp4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
-        sa = nvfp4.swizzle_128x4(case.a.scales).view(torch.uint8).reshape(mp, kp)
-        sb = nvfp4.swizzle_128x4(case.b.scales).view(torch.uint8).reshape(np_, kp)
         alpha = torch.tensor([case.alpha], dtype=torch.float32, device=out.device)
         variant_pack = {
             a_t: case.a.packed.view(fp4),

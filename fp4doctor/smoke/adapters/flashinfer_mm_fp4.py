@@ -31,23 +31,14 @@ from typing import Any
 
 import torch
 
-from fp4doctor import nvfp4
+from fp4doctor.smoke import nvfp4
 from fp4doctor.smoke.adapters import Refused, Unavailable
 from fp4doctor.smoke.cases import Case
-from fp4doctor.smoke.errors import exception_text, telling_line, trim
+from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS, exception_text, telling_line, trim
 
 # FlashInfer's texts when FLASHINFER_DISABLE_JIT / FLASHINFER_NO_DOWNLOAD stop a kernel load.
 _NEEDS_BUILD_MARKERS = ("FLASHINFER_DISABLE_JIT", "FLASHINFER_NO_DOWNLOAD", "refusing to download")
 _TRTLLM_8X4_MAX_M = 32  # vLLM: use_8x4_sf_layout = backend == "trtllm" and m <= 32
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
-def _scales_128x4(scales: torch.Tensor, rows: int, k: int) -> torch.Tensor:
-    flat = nvfp4.swizzle_128x4(scales).view(torch.uint8)
-    return flat.reshape(_round_up(rows, 128), _round_up(k // 16, 4))
 
 
 def _listed_backends(mm_fp4: Any) -> tuple[str, ...] | None:
@@ -99,18 +90,19 @@ class FlashInferMmFp4:
         mm_fp4 = flashinfer.mm_fp4
         a, b = case.a, case.b
         a_packed, b_packed = a.packed, b.packed
-        a_sf = _scales_128x4(a.scales, case.m, case.k)
+        a_sf = a.scales_128x4()
         kwargs: dict[str, Any] = {"out": out, "block_size": 16, "backend": self.backend}
         if self.backend == "trtllm":
             b_packed = nvfp4.shuffle_matrix_a(b.packed, 128)
-            b_sf = nvfp4.shuffle_matrix_sf_a(b.scales, 128).view(torch.uint8)
-            b_sf = b_sf.reshape(_round_up(case.n, 128), _round_up(case.k // 16, 4))
+            b_sf = nvfp4.scale_grid(nvfp4.shuffle_matrix_sf_a(b.scales, 128), case.n, case.k // 16)
             if case.m <= _TRTLLM_8X4_MAX_M:
-                a_sf = nvfp4.swizzle_8x4(a.scales).view(torch.uint8)
-                a_sf = a_sf.reshape(_round_up(case.m, 8), _round_up(case.k // 16, 4))
+                a_sf = nvfp4.scale_grid(
+                    nvfp4.swizzle_8x4(a.scales), case.m, case.k // 16, tile_rows=8
+                )
                 kwargs["use_8x4_sf_layout"] = True
         else:
-            b_sf = _scales_128x4(b.scales, case.n, case.k)
+            b_sf = b.scales_128x4()
+        a_sf, b_sf = a_sf.view(torch.uint8), b_sf.view(torch.uint8)  # mm_fp4 takes the bytes
         alpha = torch.tensor([case.alpha], dtype=torch.float32, device=out.device)
 
         def call() -> object:
@@ -126,7 +118,7 @@ class FlashInferMmFp4:
                     raise Unavailable(
                         "needs a JIT compile or a kernel download, not allowed without "
                         f"--allow-jit: {telling_line(text)}",
-                        trim(text, 2000),
+                        trim(text, LIBRARY_ERROR_CHARS),
                     ) from exc
                 raise
 

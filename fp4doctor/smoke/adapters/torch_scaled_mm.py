@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fp4doctor import nvfp4
+from fp4doctor.smoke import nvfp4
 from fp4doctor.smoke.adapters import Unavailable
 from fp4doctor.smoke.cases import Case
 

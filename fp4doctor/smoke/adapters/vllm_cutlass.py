@@ -17,13 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fp4doctor import nvfp4
 from fp4doctor.smoke.adapters import Refused, Unavailable
 from fp4doctor.smoke.cases import Case
-
-
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
 
 
 def load_vllm_ops() -> str:
@@ -42,11 +37,6 @@ def load_vllm_ops() -> str:
     return f"vllm {version}"
 
 
-def _scales(scales: torch.Tensor, rows: int, k: int) -> torch.Tensor:
-    flat = nvfp4.swizzle_128x4(scales).view(torch.float8_e4m3fn)
-    return flat.reshape(_round_up(rows, 128), _round_up(k // 16, 4))
-
-
 @dataclass(frozen=True)
 class VllmCutlass:
     name: str = "vllm-cutlass"
@@ -61,8 +51,7 @@ class VllmCutlass:
     def bind(self, case: Case, out: torch.Tensor) -> Callable[[], object]:
         op = torch.ops._C.cutlass_scaled_fp4_mm
         a, b = case.a.packed, case.b.packed
-        a_sf = _scales(case.a.scales, case.m, case.k)
-        b_sf = _scales(case.b.scales, case.n, case.k)
+        a_sf, b_sf = case.a.scales_128x4(), case.b.scales_128x4()
         alpha = torch.tensor([case.alpha], dtype=torch.float32, device=out.device)
 
         def call() -> object:

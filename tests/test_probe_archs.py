@@ -1,0 +1,579 @@
+"""The compiled-arch scan (probe/archs.py) and the `compiled_arch` kind.
+
+Real CUDA libraries installed here (the nvidia-cudnn wheel), compared with cuobjdump where it
+exists; FAKE ELF/fatbin bytes built below for every malformed input; the kind judged from fixture
+hosts; and, on a GPU host with nvcc, tiny modules built for known targets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import textwrap
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import fp4doctor.probe as probe
+from fp4doctor import facts, profile
+from fp4doctor.doctor import Question, diagnose
+from fp4doctor.facts import CompiledArchs
+from fp4doctor.probe import archs, probe_host, with_compiled_archs
+from fp4doctor.probe.archs import (
+    FLAG_ARCH_SPECIFIC,
+    FLAG_COMPRESS2,
+    FLAG_FAMILY,
+    FLAG_ZSTD,
+    KIND_ELF,
+    KIND_PTX,
+    entries,
+    locate,
+    probe_compiled_archs,
+    scan,
+)
+from fp4doctor.profile import kinds
+from fp4doctor.profile.kinds.base import Context
+from fp4doctor.profile.kinds.compiled_arch import CompiledArch, modules_read, runs_on
+from fp4doctor.profile.schema import parse
+from fp4doctor.profile.yamlnode import ProfileError
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+LINUX_64 = 0x11  # FATBIN_FLAG_64BIT | FATBIN_FLAG_LINUX, on every real entry
+VLLM_C = "vllm/_C.abi3.so"
+
+# --- FAKE ELF and fatbin bytes (the layout of the real ones; nothing here came from nvcc) --------
+
+
+def fake_entry(
+    kind: int, arch: int, flags: int = LINUX_64, payload: bytes = b"FAKE", header_size: int = 64
+) -> bytes:
+    """A FAKE fatbin entry: header (64 bytes, or longer like sm_100+ ones), payload, padding."""
+    padded = payload + b"\0" * (-len(payload) % 8)
+    head = struct.pack(
+        "<HHIQIIHHIIIQQQ",
+        kind, 0x0101, header_size, len(padded), len(payload), 0, 7, 1, arch, 0, 0, flags, 0,
+        len(payload),
+    )  # fmt: skip
+    return head + b"\0" * (header_size - len(head)) + padded
+
+
+def fake_container(*entries_: bytes) -> bytes:
+    body = b"".join(entries_)
+    return struct.pack("<IHHQ", archs.FATBIN_MAGIC, 1, 16, len(body)) + body
+
+
+def fake_elf(sections: dict[str, bytes], elf_class: int = 2, endian: int = 1) -> bytes:
+    """A FAKE ELF64 shared object holding only `sections` (and the name table)."""
+    names = b"\0" + b"".join(n.encode() + b"\0" for n in [*sections, ".shstrtab"])
+    blobs = [*sections.values(), names]
+    offset, layout, body = 64, [], b""
+    for blob in blobs:
+        layout.append((offset, len(blob)))
+        body += blob + b"\0" * (-len(blob) % 8)
+        offset += len(blob) + (-len(blob) % 8)
+    headers = [struct.pack("<IIQQQQIIQQ", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)]
+    name_at = 1
+    for name, (at, size) in zip([*sections, ".shstrtab"], layout, strict=True):
+        kind = 3 if name == ".shstrtab" else 1
+        headers.append(struct.pack("<IIQQQQIIQQ", name_at, kind, 2, 0, at, size, 0, 0, 8, 0))
+        name_at += len(name) + 1
+    ident = b"\x7fELF" + bytes([elf_class, endian, 1]) + b"\0" * 9
+    ehdr = ident + struct.pack(
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, offset, 0, 64, 0, 0, 64, len(headers), len(headers) - 1
+    )
+    return ehdr + body + b"".join(headers)
+
+
+def write(tmp_path: Path, data: bytes, name: str = "libfake.so") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+MIXED = fake_container(
+    fake_entry(KIND_ELF, 80, LINUX_64 | FLAG_COMPRESS2),
+    fake_entry(KIND_ELF, 90, LINUX_64 | FLAG_COMPRESS2 | FLAG_ARCH_SPECIFIC),
+    fake_entry(KIND_ELF, 100, 0x0100_0000 | LINUX_64 | FLAG_ZSTD | FLAG_FAMILY, header_size=96),
+    fake_entry(KIND_PTX, 120, LINUX_64, payload=b".version 8.8\n.target sm_120\n", header_size=80),
+)
+
+
+# --- real CUDA libraries installed on this host ------------------------------------------------
+
+
+def cudnn_library() -> tuple[str, Path]:
+    """(module key, path) of the largest libcudnn this host's nvidia-cudnn wheel installed."""
+    for dist_name in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"):
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            continue
+        libs = [f for f in dist.files or () if re.search(r"/libcudnn\w*\.so", f.as_posix())]
+        paths = {f: Path(str(dist.locate_file(f))) for f in libs}
+        existing = [f for f in libs if paths[f].is_file()]
+        if existing:
+            best = max(existing, key=lambda f: paths[f].stat().st_size)
+            return f"{dist_name}/{best.name}", paths[best]
+    pytest.skip("no nvidia-cudnn-cu12/-cu13 wheel installed: no real fatbin to read")
+
+
+def find_cuobjdump() -> str | None:
+    """A cuobjdump to compare with: on PATH, in the CUDA toolkit, or in Triton's wheel."""
+    candidates = [shutil.which("cuobjdump")]
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            candidates.append(os.path.join(home, "bin", "cuobjdump"))
+    try:
+        triton = metadata.distribution("triton")
+        candidates.append(str(triton.locate_file("triton/backends/nvidia/bin/cuobjdump")))
+    except metadata.PackageNotFoundError:
+        pass
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def cuobjdump() -> str:
+    found = find_cuobjdump()
+    if found is None:
+        pytest.skip("no cuobjdump on this host (CUDA toolkit or Triton's wheel) to compare with")
+    return found
+
+
+def cuobjdump_archs(tool: str, path: Path) -> tuple[list[str], list[str]]:
+    """What cuobjdump --list-elf / --list-ptx say `path` carries, in this module's spelling.
+    (cuobjdump names a family cubin by its base architecture: compare with `base_sass`.)"""
+    found: list[list[str]] = []
+    for flag, kind in (("--list-elf", "cubin"), ("--list-ptx", "ptx")):
+        try:
+            run = subprocess.run(
+                [tool, flag, str(path)], capture_output=True, text=True, timeout=60
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"cuobjdump {flag} took over 60 s on {path.name}")
+        if run.returncode != 0:
+            pytest.skip(f"cuobjdump {flag} failed on {path.name}: {run.stderr.strip()[-200:]}")
+        # "ELF file    1: name.1.sm_90a.cubin", "PTX file    1: name.1.sm_120f.ptx"
+        names = set(re.findall(rf"\.((?:sm|compute)_\d+[af]?)\.{kind}\b", run.stdout))
+        if kind == "ptx":
+            names = {n.replace("sm_", "compute_") for n in names}
+        else:
+            names = {n.replace("compute_", "sm_") for n in names}
+        found.append(sorted(names, key=archs.arch_order))
+    return found[0], found[1]
+
+
+def test_a_real_cudnn_library_is_read_fast_and_plausibly() -> None:
+    module, path = cudnn_library()
+    started = time.perf_counter()
+    result = scan(path)
+    elapsed = time.perf_counter() - started
+    assert result.error is None
+    for family in ("sm_80", "sm_90", "sm_100"):  # any variant: sm_90a, sm_100f
+        assert any(re.fullmatch(family + "[af]?", a) for a in result.sass), result.sass
+    assert all(re.fullmatch(r"sm_\d{2,3}[af]?", a) for a in result.sass)
+    assert all(re.fullmatch(r"compute_\d{2,3}[af]?", a) for a in result.ptx)
+    # Headers only: a 0.5 GB library in well under a second once cached (measured: ~0.1 s).
+    assert elapsed < 5, f"{elapsed:.2f} s to scan {path}"
+    # The same through the probe, by module key, from the wheel's own file list.
+    assert locate(module) == path
+    by_key = probe_compiled_archs([module])[module]
+    assert (by_key.sass, by_key.ptx, by_key.error) == (result.sass, result.ptx, None)
+    assert by_key.path == str(path)
+
+
+def base_sass(names: list[str]) -> list[str]:
+    """SASS names as cuobjdump lists them: a family cubin (`sm_100f`) by its base (`sm_100`)."""
+    return sorted({n.removesuffix("f") for n in names}, key=archs.arch_order)
+
+
+def test_a_real_cudnn_library_matches_cuobjdump() -> None:
+    _, path = cudnn_library()
+    tool = cuobjdump()
+    sass, ptx = cuobjdump_archs(tool, path)
+    result = scan(path)
+    assert (base_sass(result.sass), result.ptx) == (sass, ptx)
+
+
+def test_the_scan_reads_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = b"FAKE" * (1 << 18)  # a 1 MiB payload the scan must skip
+    path = write(tmp_path, fake_elf({".nv_fatbin": fake_container(fake_entry(2, 90, payload=big))}))
+    read = 0
+    real_pread = os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        nonlocal read
+        data = real_pread(fd, n, offset)
+        read += len(data)
+        return data
+
+    monkeypatch.setattr(archs.os, "pread", counting)
+    assert scan(path).sass == ["sm_90"]
+    assert read < 4096 < path.stat().st_size // 256
+
+
+# --- FAKE modules: variants, compression, PTX only, several containers -------------------------
+
+
+def test_variants_compression_and_longer_headers(tmp_path: Path) -> None:
+    path = write(tmp_path, fake_elf({".nv_fatbin": MIXED}))
+    result = scan(path)
+    assert result == CompiledArchs(sass=["sm_80", "sm_90a", "sm_100f"], ptx=["compute_120"])
+    found = list(entries(path))
+    assert [e.compressed for e in found] == [True, True, True, False]
+    assert [e.name for e in found] == ["sm_80", "sm_90a", "sm_100f", "compute_120"]
+
+
+def test_a_ptx_only_module(tmp_path: Path) -> None:
+    fatbin = fake_container(fake_entry(KIND_PTX, 90), fake_entry(KIND_PTX, 80))
+    result = scan(write(tmp_path, fake_elf({".nv_fatbin": fatbin})))
+    assert result == CompiledArchs(sass=[], ptx=["compute_80", "compute_90"])
+
+
+def test_containers_padding_and_the_relocatable_section(tmp_path: Path) -> None:
+    first = fake_container(fake_entry(KIND_ELF, 86))
+    second = fake_container(fake_entry(KIND_ELF, 89), fake_entry(KIND_ELF, 86))
+    relocatable = fake_container(fake_entry(KIND_PTX, 120), fake_entry(KIND_ELF, 120))
+    sections = {".nv_fatbin": first + b"\0" * 24 + second, "__nv_relfatbin": relocatable}
+    path = write(tmp_path, fake_elf(sections))
+    # Device-link input is read, but it is not code the runtime loads: it does not count.
+    assert [(e.name, e.section) for e in entries(path)][-2:] == [
+        ("compute_120", "__nv_relfatbin"),
+        ("sm_120", "__nv_relfatbin"),
+    ]
+    assert scan(path) == CompiledArchs(sass=["sm_86", "sm_89"])
+
+
+def test_a_library_without_device_code_carries_nothing(tmp_path: Path) -> None:
+    result = scan(write(tmp_path, fake_elf({".text": b"\x90" * 64})))
+    assert result == CompiledArchs()
+
+
+# --- FAKE malformed input: a value, never an exception -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "not an ELF file"),
+        (b"#!/bin/sh\necho not a library\n", "not an ELF file"),
+        (b"\x7fELF\x02\x01", "truncated ELF header"),
+        (fake_elf({".nv_fatbin": MIXED}, elf_class=1), "a 32-bit ELF file"),
+        (fake_elf({".nv_fatbin": MIXED}, endian=2), "big-endian"),
+        (fake_elf({".nv_fatbin": b"FAKE, not a fatbin container"}), "not a fatbin container"),
+    ],
+    ids=["empty", "text", "short-header", "32-bit", "big-endian", "garbage-section"],
+)
+def test_malformed_input_becomes_an_error(tmp_path: Path, data: bytes, message: str) -> None:
+    result = scan(write(tmp_path, data))
+    assert result.sass == [] and result.ptx == []
+    assert message in (result.error or "")
+
+
+def test_an_entry_past_its_container_is_truncation(tmp_path: Path) -> None:
+    good = fake_entry(KIND_ELF, 80)
+    bad = bytearray(fake_entry(KIND_ELF, 90))
+    struct.pack_into("<Q", bad, 8, 1 << 40)  # a payload size far past the container
+    fatbin = fake_container(good, bytes(bad))
+    result = scan(write(tmp_path, fake_elf({".nv_fatbin": fatbin})))
+    assert result.sass == ["sm_80"]  # what was read before the bad entry is kept
+    assert "runs past its container" in (result.error or "")
+
+
+def test_every_truncation_of_a_module_is_a_value(tmp_path: Path) -> None:
+    data = fake_elf({".nv_fatbin": MIXED + MIXED})
+    path = tmp_path / "libcut.so"
+    errors = set()
+    for length in range(len(data)):
+        path.write_bytes(data[:length])
+        result = scan(path)  # never raises
+        if result.error:
+            errors.add(result.error.split(":")[0])
+    assert scan(write(tmp_path, data)).error is None
+    assert "not an ELF file" in errors and any(e.startswith("truncated") for e in errors)
+
+
+def test_unreadable_paths(tmp_path: Path) -> None:
+    assert "cannot read" in (scan(tmp_path / "missing.so").error or "")
+    assert "cannot read" in (scan(tmp_path).error or "")
+
+
+def test_module_keys_that_name_nothing() -> None:
+    found = probe_compiled_archs(["no-such-dist-fp4doctor/x.so", "pytest/no_such_file.so", "x"])
+    assert found["no-such-dist-fp4doctor/x.so"].error == "no-such-dist-fp4doctor is not installed"
+    assert "installed no file no_such_file.so" in (found["pytest/no_such_file.so"].error or "")
+    assert "is not DIST/PATH" in (found["x"].error or "")
+
+
+# --- facts: the new mapping round-trips, and old snapshots still load ---------------------------
+
+
+def with_archs(name: str, modules: dict[str, CompiledArchs]) -> facts.HostFacts:
+    """A fixture host with `compiled_archs` added, as the probe would have filled it."""
+    return dataclasses.replace(facts.load(HOSTS / f"{name}.json"), compiled_archs=modules)
+
+
+def test_facts_round_trip_and_old_snapshots_load() -> None:
+    old = facts.load(HOSTS / "rtx5090.json")
+    assert old.compiled_archs == {}
+    assert "compiled_archs" not in json.loads(facts.dumps(old))  # old snapshots: byte for byte
+    host = with_archs("rtx5090", {VLLM_C: CompiledArchs(["sm_90"], [], None, "/x/_C.so")})
+    text = facts.dumps(host)
+    assert json.loads(text)["compiled_archs"] == {
+        VLLM_C: {"sass": ["sm_90"], "ptx": [], "error": None, "path": "/x/_C.so"}
+    }
+    assert facts.loads(text) == host
+    bad = json.loads(text)
+    bad["compiled_archs"][VLLM_C]["sass"] = "sm_90"
+    with pytest.raises(facts.FactsError, match=r"compiled_archs\.vllm/_C\.abi3\.so\.sass"):
+        facts.from_dict(bad)
+
+
+def test_redaction_scrubs_the_scanned_path() -> None:
+    home = "/home/alice"
+    archs_ = CompiledArchs(["sm_90"], [], None, f"{home}/venv/vllm/_C.abi3.so")
+    redacted = facts.redact(with_archs("h200", {VLLM_C: archs_}), home=home)
+    assert redacted.compiled_archs[VLLM_C].path == "~/venv/vllm/_C.abi3.so"
+
+
+# --- the probe scans only what a rule names ------------------------------------------------------
+
+
+def test_the_probe_scans_only_the_modules_asked_for() -> None:
+    module, _ = cudnn_library()
+    assert probe_host().compiled_archs == {}
+    host = probe_host(modules=[module])
+    assert module in host.compiled_archs and host.compiled_archs[module].error is None
+    assert "compiled_archs" not in host.probe_errors
+    again = with_compiled_archs(probe_host(), [module])
+    assert again.compiled_archs[module] == host.compiled_archs[module]
+    assert with_compiled_archs(again, [module]) is again  # nothing left to scan
+
+
+def test_a_failing_scan_is_a_recorded_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(modules: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(probe, "probe_compiled_archs", broken)
+    host = probe_host(modules=["vllm/_C.abi3.so"])
+    assert host.probe_errors["compiled_archs"] == "OSError: disk on fire"
+    assert host.compiled_archs == {}
+    later = with_compiled_archs(probe_host(), ["vllm/_C.abi3.so"])
+    assert later.probe_errors["compiled_archs"] == "OSError: disk on fire"
+
+
+# --- the kind: which code runs on which GPU ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sass", "ptx", "cc", "runs"),
+    [
+        (["sm_80", "sm_90", "sm_100"], [], 120, None),  # sm_100 SASS never runs on sm_120
+        (["sm_80", "sm_90", "sm_100"], ["compute_90"], 120, "compute_90"),  # PTX JITs forward
+        (["sm_80"], [], 86, "sm_80"),  # an older minor of the same major
+        (["sm_86"], [], 80, None),  # never a newer minor
+        (["sm_100"], [], 103, "sm_100"),
+        (["sm_100f"], [], 103, "sm_100f"),  # family: 10.x, x >= 0
+        (["sm_100a"], [], 103, None),  # arch-specific: 10.0 only
+        (["sm_100a"], [], 100, "sm_100a"),
+        (["sm_90a", "sm_100"], [], 90, "sm_90a"),
+        (["sm_100", "sm_100f"], [], 110, None),  # Thor is 11.0, another major
+        (["sm_120"], [], 121, "sm_120"),  # GB10
+        (["sm_120a"], [], 121, None),
+        ([], ["compute_90a"], 100, None),  # arch-specific PTX: only for 9.0
+        ([], ["compute_100f"], 103, "compute_100f"),
+        ([], ["compute_100f"], 120, None),
+        ([], ["compute_120"], 100, None),  # PTX never runs backwards
+        (["sm_90"], ["compute_80"], 90, "sm_90"),  # SASS before PTX
+    ],
+)
+def test_which_code_runs_on_which_gpu(
+    sass: list[str], ptx: list[str], cc: int, runs: str | None
+) -> None:
+    assert runs_on(CompiledArchs(sass, ptx), cc) == runs
+
+
+def context(host: facts.HostFacts) -> Context:
+    return Context(facts=host, versions=host.packages.versions, env={})
+
+
+def test_the_kind_fails_an_sm120_gpu_for_a_module_built_without_it() -> None:
+    host = with_archs("rtx5090", {VLLM_C: CompiledArchs(["sm_80", "sm_90", "sm_100"], [])})
+    kind, ctx = CompiledArch(VLLM_C), context(host)
+    check = kind.check(ctx, host.gpus[0])
+    assert not check.ok
+    assert check.measured == (
+        "vllm/_C.abi3.so has SASS for sm_80, sm_90 and sm_100 and no PTX; GPU 0 is sm_120"
+    )
+    assert check.required == "vllm/_C.abi3.so with SASS or PTX for sm_120"
+    assert (
+        kind.default_fix(ctx) == "install a build of vllm for sm_120 (e.g. the cu128/cu129 wheel)"
+    )
+    assert kind.per_gpu and kind.packages() == ("vllm",)
+
+
+def test_the_kind_passes_where_the_module_was_built_for_the_gpu() -> None:
+    built = CompiledArchs(["sm_80", "sm_90", "sm_100", "sm_120"], ["compute_90"])
+    for name in ("rtx5090", "b200", "h200", "a100", "gb10", "b300"):
+        host = with_archs(name, {VLLM_C: built})
+        host = dataclasses.replace(
+            host,
+            packages=dataclasses.replace(host.packages, versions={"vllm": "0.22.0"}),
+        )
+        for gpu in host.gpus:
+            check = CompiledArch(VLLM_C).check(context(host), gpu)
+            assert check.ok, (name, check.measured)
+            assert check.measured.endswith(f"GPU {gpu.index} is sm_{gpu.cc}")
+
+
+@pytest.mark.parametrize(
+    ("archs_", "versions", "measured"),
+    [
+        (None, {"vllm": "0.22.0"}, "vllm/_C.abi3.so was not scanned"),
+        (CompiledArchs(error="not an ELF file"), {"vllm": "0.22.0"}, "could not be read: not an"),
+        (CompiledArchs(), {"vllm": "0.22.0"}, "carries no CUDA kernels"),
+        (CompiledArchs(["sm_120"]), {}, "vllm is not installed"),
+    ],
+)
+def test_the_kind_fails_what_it_cannot_verify(
+    archs_: CompiledArchs | None, versions: dict[str, str], measured: str
+) -> None:
+    host = facts.load(HOSTS / "rtx5090.json")
+    host = dataclasses.replace(
+        host,
+        compiled_archs={} if archs_ is None else {VLLM_C: archs_},
+        packages=dataclasses.replace(host.packages, versions=versions),
+    )
+    check = CompiledArch(VLLM_C).check(context(host), host.gpus[0])
+    assert not check.ok and measured in check.measured
+
+
+def test_the_kind_without_a_gpu() -> None:
+    host = facts.load(HOSTS / "cpu.json")
+    check = CompiledArch(VLLM_C).check(context(host), None)
+    assert (check.ok, check.measured) == (False, "no NVIDIA GPU is visible")
+
+
+# --- the kind in a profile: parsed, registered, its modules scanned, judged --------------------
+
+PROFILE = textwrap.dedent(
+    """\
+    schema: 1
+    target: archdemo
+    title: Arch demo
+    engine:
+      package: vllm
+      newest_known: "0.22.0"
+    conditions:
+      built:
+        - compiled_arch: vllm/_C.abi3.so
+          source: test
+    backends:
+      cutlass:
+        summary: CUTLASS kernels of vllm/_C
+        native: true
+        requires:
+          - use: built
+      marlin:
+        summary: weight-only
+        native: false
+        requires:
+          - any_of:
+              - compiled_arch: vllm/_moe_C.abi3.so
+              - compute_capability: ">=8.0"
+            id: either
+    eras:
+      - versions: ">=0.1"
+        source: test
+        knobs: []
+        auto:
+          - backend: cutlass
+          - backend: marlin
+    """
+)
+
+
+def test_the_kind_is_registered_parsed_and_its_modules_found(tmp_path: Path) -> None:
+    assert kinds.get("compiled_arch") is CompiledArch
+    prof = parse(PROFILE, "archdemo.yaml", profile.load_module)
+    assert modules_read(prof) == ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"]
+    assert "vllm" in prof.packages()
+    for bad in ("vllm", "vllm/", "/_C.so", "vllm/../x.so"):
+        with pytest.raises(ProfileError, match="should be DIST/PATH"):
+            parse(PROFILE.replace("vllm/_C.abi3.so", bad), "archdemo.yaml", profile.load_module)
+
+
+def test_diagnose_refuses_the_backend_before_load(tmp_path: Path) -> None:
+    prof_path = tmp_path / "archdemo.yaml"
+    prof_path.write_text(PROFILE, encoding="utf-8")
+    host = with_archs("rtx5090", {VLLM_C: CompiledArchs(["sm_80", "sm_90", "sm_100"], [])})
+    facts_path = tmp_path / "host.json"
+    facts_path.write_text(facts.dumps(host), encoding="utf-8")
+    question = Question(target="archdemo", profiles=(str(prof_path),), facts_file=str(facts_path))
+    report = diagnose(question)
+    assert not report.evaluation.valid("cutlass")
+    by_id = {f.id: f for f in report.findings()}
+    failed = by_id["backend.cutlass.compiled_arch.gpu0"]
+    assert failed.reason.startswith(
+        "vllm/_C.abi3.so has SASS for sm_80, sm_90 and sm_100 and no PTX; GPU 0 is sm_120"
+    )
+    assert failed.fix == "install a build of vllm for sm_120 (e.g. the cu128/cu129 wheel)"
+    assert by_id["backend.marlin.either.gpu0"].status.value == "pass"
+    # Left alone the engine would pick cutlass: said before any kernel loads.
+    assert "picks cutlass, which cannot run here" in by_id["resolve.engine_auto"].reason
+
+
+# --- a GPU host with nvcc: tiny modules built for known targets --------------------------------
+
+
+def nvcc() -> str:
+    from fp4doctor.probe.toolchain import probe_toolchain
+
+    found = probe_toolchain(os.environ).nvcc_path
+    if not found:
+        pytest.skip("no nvcc on this host")
+    return found
+
+
+def build(tmp_path: Path, *gencode: str) -> Path:
+    source = tmp_path / "tiny.cu"
+    source.write_text("__global__ void tiny(float *x) { x[threadIdx.x] += 1.0f; }\n")
+    out = tmp_path / f"libtiny_{abs(hash(gencode))}.so"
+    command = [nvcc(), *gencode, "-shared", "-Xcompiler", "-fPIC", "-o", str(out), str(source)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        pytest.skip(f"this nvcc cannot build {' '.join(gencode)}: {run.stderr.strip()[-300:]}")
+    return out
+
+
+@pytest.mark.gpu
+def test_a_module_built_for_sm90_only(tmp_path: Path) -> None:
+    path = build(tmp_path, "-gencode", "arch=compute_90,code=sm_90")
+    assert scan(path) == CompiledArchs(sass=["sm_90"], ptx=[])
+
+
+# Building needs nvcc only, no GPU: these run wherever a CUDA toolkit is found (CUDA_HOME, PATH).
+@pytest.mark.parametrize(
+    ("gencode", "sass", "ptx"),
+    [
+        ("arch=compute_90a,code=sm_90a", ["sm_90a"], []),
+        ("arch=compute_100a,code=[sm_100a,compute_100a]", ["sm_100a"], ["compute_100a"]),
+        ("arch=compute_100f,code=[sm_100f,compute_100f]", ["sm_100f"], ["compute_100f"]),
+        ("arch=compute_120f,code=sm_120f", ["sm_120f"], []),
+        ("arch=compute_90,code=compute_90", [], ["compute_90"]),
+    ],
+)
+def test_variants_built_by_nvcc_match_cuobjdump(
+    tmp_path: Path, gencode: str, sass: list[str], ptx: list[str]
+) -> None:
+    path = build(tmp_path, "-gencode", gencode)
+    found = [(e.name, hex(e.flags)) for e in entries(path)]
+    assert (scan(path).sass, scan(path).ptx) == (sass, ptx), found
+    tool = shutil.which("cuobjdump", path=os.path.dirname(nvcc())) or find_cuobjdump()
+    if tool:  # the toolkit's own reader agrees, where it is installed
+        assert cuobjdump_archs(tool, path) == (base_sass(sass), ptx), found
