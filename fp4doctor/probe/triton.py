@@ -49,8 +49,10 @@ def probe_triton_ptxas(
     )
     versions: dict[str, str | None] = {}
     errors: list[str] = []
-    for path in dict.fromkeys((plain, blackwell)):
-        version, problem = ptxas_release(path, timeout)
+    # Both at once: each is a large binary that takes tens of milliseconds to start.
+    started = {path: _start(path) for path in dict.fromkeys((plain, blackwell))}
+    for path, proc in started.items():
+        version, problem = _release(path, proc, timeout)
         versions[path] = version
         if problem:
             errors.append(problem)
@@ -63,17 +65,36 @@ def probe_triton_ptxas(
     )
 
 
-def ptxas_release(path: str, timeout: float = PTXAS_TIMEOUT_S) -> tuple[str | None, str | None]:
-    """("12.8", None) from `ptxas --version`, or (None, why not)."""
+def _start(path: str) -> subprocess.Popen[str] | str:
+    """`path --version` started, or why it could not be."""
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        return None, f"{path} is not an executable file"
+        return f"{path} is not an executable file"
     try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=timeout, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"{path} --version failed: {exc}"
-    match = _RELEASE.search(out)
+        return subprocess.Popen(
+            [path, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+    except OSError as exc:
+        return f"{path} --version failed: {exc}"
+
+
+def _release(
+    path: str, proc: subprocess.Popen[str] | str, timeout: float
+) -> tuple[str | None, str | None]:
+    """("12.8", None) from a started `ptxas --version`, or (None, why not)."""
+    if isinstance(proc, str):
+        return None, proc
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None, f"{path} --version did not answer within {timeout:g} s"
+    match = _RELEASE.search(out or "")
     if match is None:
         return None, f"{path} --version printed no CUDA release"
     return match.group(1), None
+
+
+def ptxas_release(path: str, timeout: float = PTXAS_TIMEOUT_S) -> tuple[str | None, str | None]:
+    """("12.8", None) from `ptxas --version`, or (None, why not)."""
+    return _release(path, _start(path), timeout)

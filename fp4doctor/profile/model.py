@@ -248,9 +248,9 @@ class Profile:
     source: str | None = None
     path: str = "<profile>"
 
-    def packages(self) -> set[str]:
-        """Every distribution the profile's rules read: the probe looks each of them up."""
-        names = {self.engine.package}
+    def requirements(self) -> list[Requirement]:
+        """Every top-level rule: the engine's, the backends' and their advisories', and the
+        automatic orders' conditions (nested ones are reached through `children`)."""
         reqs: list[Requirement] = list(self.engine.requires)
         for backend in self.backends.values():
             reqs.extend(backend.requires)
@@ -259,7 +259,12 @@ class Profile:
         for era in self.eras:
             for step in era.auto:
                 reqs.extend(step.conditions)
-        for req in reqs:
+        return reqs
+
+    def packages(self) -> set[str]:
+        """Every distribution the profile's rules read: the probe looks each of them up."""
+        names = {self.engine.package}
+        for req in self.requirements():
             names |= req.packages()
         return names
 

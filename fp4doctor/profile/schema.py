@@ -322,7 +322,22 @@ def compose(text: str, file: str) -> Node:
     # Aliases: a tree of aliases (a "billion laughs") is exponential to walk.
     if _has_alias(nodes[0]):
         raise ProfileError(f"{file}: YAML anchors and aliases are not allowed in profiles")
+    _node_depth(nodes[0], file)
     return Node(nodes[0], "", file)
+
+
+def _node_depth(root: yaml.Node, file: str) -> None:
+    """Refuse a composed tree nested deeper than MAX_DEPTH (iteratively: no recursion)."""
+    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            line = node.start_mark.line + 1
+            raise ProfileError(f"{file}:{line}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((v, depth + 1) for _, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, depth + 1) for v in node.value)
 
 
 def _check_schema(fields: Mapping[str, Node], root: Node) -> None:
@@ -426,9 +441,29 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
     )
 
 
+# Nesting no deeper than this cannot crash libyaml's recursive composer (it took ~50,000 levels
+# here); text whose every way of nesting stays under it needs no token scan first.
+_SHALLOW = 1000
+_DASHES = re.compile(r"^(?:[ \t]*-[ \t]+)+", re.M)
+_INDENT = re.compile(r"^[ \t]*", re.M)
+
+
+def _could_be_deep(text: str) -> bool:
+    """An upper bound on the nesting depth is over _SHALLOW: flow brackets, plus the deepest
+    indentation, plus the most sequence dashes on one line."""
+    brackets = text.count("[") + text.count("{")
+    indent = max((len(m) for m in _INDENT.findall(text)), default=0)
+    dashes = max((m.count("-") for m in _DASHES.findall(text)), default=0)
+    return brackets + indent + dashes > _SHALLOW
+
+
 def _check_depth(text: str, file: str) -> None:
     """Refuse nesting deeper than MAX_DEPTH from the token stream, before anything recursive
-    (libyaml's composer recurses per level and can crash the process on deep input)."""
+    (libyaml's composer recurses per level and can crash the process on deep input). Text that
+    cannot nest that deep is composed first and measured on its nodes (`_node_depth`), which
+    is several times faster."""
+    if not _could_be_deep(text):
+        return
     depth = 0
     try:
         for token in yaml.scan(text, Loader=_LOADER):

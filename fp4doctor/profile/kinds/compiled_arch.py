@@ -152,15 +152,7 @@ class CompiledArch(Kind):
 
 def modules_read(profile: Profile) -> list[str]:
     """Every module the profile's `compiled_arch` rules name: the probe scans these only."""
-    reqs: list[Requirement] = []
-    for backend in profile.backends.values():
-        reqs.extend(backend.requires)
-        for advisory in backend.advisories:
-            reqs.extend(advisory.conditions)
-    for era in profile.eras:
-        for step in era.auto:
-            reqs.extend(step.conditions)
-    return list(dict.fromkeys(_modules(reqs)))
+    return list(dict.fromkeys(_modules(profile.requirements())))
 
 
 def _modules(reqs: Iterable[Requirement]) -> Iterable[str]:
