@@ -8,7 +8,7 @@ intended sets and unsets, byte for byte. Values are hostile (quotes, command sub
 separators, control bytes, non-ASCII, very long); a canary file that many of them try to create
 must never appear, and the working directory must hold nothing new.
 
-Example counts are bounded for CI (``FP4DOCTOR_SHELL_EXAMPLES``, default 300 per shell); for a
+Example counts are bounded for CI (``FP4DOCTOR_SHELL_EXAMPLES``, default 100 per shell); for a
 release run: ``FP4DOCTOR_SHELL_EXAMPLES=3000 pytest tests/test_emit_shells.py``.
 """
 
@@ -30,7 +30,7 @@ from fp4doctor.emit import EmitError, Exports, emit
 
 pytestmark = pytest.mark.shells
 
-EXAMPLES = int(os.environ.get("FP4DOCTOR_SHELL_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("FP4DOCTOR_SHELL_EXAMPLES", "100"))
 CANARY = "CANARY"
 
 # Names a knob could have: upper, lower, leading underscore, and a *PATH name (fish treats
