@@ -54,7 +54,6 @@ from fp4doctor import __version__, facts  # noqa: E402
 
 if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
     from fp4doctor.doctor import Question, Report
-    from fp4doctor.findings import Finding
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
 EXIT_WRITE_FAILED = 4  # not 1: a full disk must not read as "not ready"
@@ -350,31 +349,11 @@ def ask(question: Question) -> Report:
 
 
 def _unmatched_ignores(report: Report) -> None:
-    """Say which --ignore patterns named no finding: a typo would otherwise ignore nothing in
-    silence."""
-    from fp4doctor.findings import matches
-
-    ids = {f.id for f in report.findings()}
-    for pattern in report.question.ignore_ids():
-        if not any(matches(i, pattern) for i in ids):
-            note(
-                f"--ignore {pattern}: no finding has this id or id prefix "
-                "(`fp4doctor check -v` lists the ids); nothing was ignored for it"
-            )
-
-
-def _ignored_deciding(report: Report) -> list[Finding]:
-    """The failures --ignore downgraded that decide the answer: one outside the choice (the host,
-    the engine, the environment) or one of the chosen backend's own."""
-    resolution, evaluation = report.resolution, report.evaluation
-    verdict = evaluation.verdicts.get(resolution.chosen or "")
-    stands = ("host.", "engine.", "env.", "smoke.", "resolve.")
-    found = [
-        f
-        for f in (*evaluation.host, *evaluation.env_findings, *evaluation.smoke)
-        if f.ignored and f.id.startswith(stands)
-    ]
-    return found + [f for f in (verdict.findings if verdict else ()) if f.ignored]
+    for pattern in report.unmatched_ignores():
+        note(
+            f"--ignore {pattern}: no finding has this id or id prefix "
+            "(`fp4doctor check -v` lists the ids); nothing was ignored for it"
+        )
 
 
 def settle(report: Report, nothing: str) -> None:
@@ -400,7 +379,7 @@ def settle(report: Report, nothing: str) -> None:
             note(f.reason)
         note(f"{nothing}; run `fp4doctor check` for the full report")
         sys.exit(EXIT_NOT_READY)
-    for f in _ignored_deciding(report):
+    for f in report.ignored_deciding():
         reason = f.reason.removesuffix(" (ignored)")
         note(f"--ignore changes the outcome: without it, this fails: {reason} [{f.id}]")
 
@@ -417,9 +396,7 @@ def settle(report: Report, nothing: str) -> None:
 )
 def probe(as_json: bool, redact: bool | None) -> None:
     """Print what this host has: GPUs, packages, cuDNN, toolchain, FP4 environment."""
-    from fp4doctor.probe import probe_host
-
-    host = probe_host()
+    host = _probe()
     if redact if redact is not None else as_json:
         host = facts.redact(host)
     if as_json:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
-from fp4doctor.findings import Finding
+from fp4doctor.findings import Finding, matches
 from fp4doctor.profile.model import Profile
 from fp4doctor.resolve import Resolution, resolve
 from fp4doctor.rules import Evaluation, evaluate, live
@@ -31,6 +31,10 @@ if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
 
 ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
 DEFAULT_TARGET = "vllm"
+
+
+# Finding ids whose failures stand whatever backend is chosen.
+_STANDING = ("host.", "engine.", "env.", "smoke.", "resolve.engine_auto")
 
 
 class QuestionError(ValueError):
@@ -112,14 +116,28 @@ class Report:
         chosen = [f for f in self.resolution.findings if f.status.blocking]
         return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
 
+    def ignored_deciding(self) -> list[Finding]:
+        """The failures --ignore downgraded that decide the answer: one that stands whatever
+        the choice (the host, the engine, the environment), or one of the chosen backend's."""
+        verdict = self.evaluation.verdicts.get(self.resolution.chosen or "")
+        own = verdict.findings if verdict else ()
+        return [f for f in (*self._standing(), *own) if f.ignored]
+
+    def unmatched_ignores(self) -> list[str]:
+        """The --ignore patterns that name no finding (a typo ignores nothing, in silence)."""
+        ids = {f.id for f in self.findings()}
+        return [p for p in self.question.ignore_ids() if not any(matches(i, p) for i in ids)]
+
     def _blocking_outside_the_choice(self) -> list[Finding]:
-        """Failures that stand whatever backend is chosen: the host, what the engine itself needs,
-        the environment as set, the CPU live run, and an engine that left alone picks a
-        known-broken backend."""
+        """Failures that stand whatever backend is chosen (see `_standing`)."""
+        return [f for f in self._standing() if f.status.blocking]
+
+    def _standing(self) -> list[Finding]:
+        """Findings about the host, what the engine itself needs, the environment as set, the CPU
+        live run, and an engine that left alone picks a known-broken backend."""
         e = self.evaluation
         found = (*e.host, *e.env_findings, *e.smoke, *self.resolution.findings)
-        stands = ("host.", "engine.", "env.", "smoke.", "resolve.engine_auto")
-        return [f for f in found if f.status.blocking and f.id.startswith(stands)]
+        return [f for f in found if f.id.startswith(_STANDING)]
 
 
 Progress = Callable[[str], None]

@@ -93,8 +93,3 @@ def _release(
     if match is None:
         return None, f"{path} --version printed no CUDA release"
     return match.group(1), None
-
-
-def ptxas_release(path: str, timeout: float = PTXAS_TIMEOUT_S) -> tuple[str | None, str | None]:
-    """("12.8", None) from `ptxas --version`, or (None, why not)."""
-    return _release(path, _start(path), timeout)

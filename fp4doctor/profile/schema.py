@@ -238,7 +238,8 @@ def _era(
         raise fields["drop"].error("the first era has no knobs to drop")
     if previous is None and "auto" not in fields:
         raise node.error("is missing the required key 'auto' (the first era states it)")
-    inherited = previous.knobs if previous else ()
+    base = previous or Era(versions=SpecifierSet(), knobs=(), auto=())
+    inherited = base.knobs
     if "drop" in fields:
         names = [k.name for k in inherited]
         drop_nodes = fields["drop"].sequence()
@@ -247,18 +248,13 @@ def _era(
                 raise n.error(f"drops no knob of the era before (valid: {', '.join(names)})")
         inherited = tuple(k for k in inherited if k.name not in {n.text() for n in drop_nodes})
     knob_nodes = fields["knobs"].sequence() if "knobs" in fields else []
+    auto = fields.get("auto")
     return Era(
         versions=required(fields, "versions", node).specifier(),
         knobs=_merge_knobs(knob_nodes, inherited, backends),
-        auto=tuple(_auto_step(n, backends, named) for n in fields["auto"].sequence())
-        if "auto" in fields
-        else previous.auto
-        if previous
-        else (),
-        conflicts=optional(fields, "conflicts", Node.texts)
-        or (previous.conflicts if previous and "conflicts" not in fields else ()),
-        reads=optional(fields, "reads", Node.texts)
-        or (previous.reads if previous and "reads" not in fields else ()),
+        auto=tuple(_auto_step(n, backends, named) for n in auto.sequence()) if auto else base.auto,
+        conflicts=fields["conflicts"].texts() if "conflicts" in fields else base.conflicts,
+        reads=fields["reads"].texts() if "reads" in fields else base.reads,
         note=optional(fields, "note", Node.text),
         source=optional(fields, "source", Node.text),
         line=node.line,

@@ -206,7 +206,8 @@ def _reachability(
         # No knob, and the automatic order stops earlier here: only a package change helps.
         first = ahead[0].backend
         later = _versions_that_can(backend, era, profile, knobs_only=True)
-        fixes = [f"pip uninstall {' '.join(_uninstalls(ahead))}"] if _uninstalls(ahead) else []
+        removals = _uninstalls(ahead)
+        fixes = [f"pip uninstall {' '.join(removals)}"] if removals else []
         fixes += [f"use {later}"] if later else []
         return Finding(
             fid,

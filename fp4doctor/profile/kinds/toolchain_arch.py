@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from fp4doctor.facts import Gpu
 from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
@@ -105,5 +106,5 @@ class ToolchainArch(Kind):
 
     def default_fix(self, ctx: Context) -> str | None:
         needed = [FIRST_CUDA[g.cc] for g in ctx.gpus if g.cc in FIRST_CUDA]
-        cuda = max(needed, key=lambda v: tuple(map(int, v.split(".")))) if needed else "13.0"
+        cuda = max(needed, key=Version) if needed else "13.0"
         return _FIX[self.tool].format(cuda=cuda)
