@@ -59,11 +59,30 @@ if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
   echo "CUDA_VISIBLE_DEVICES=1 check exit $?" >> "$out/exit-codes.txt"
 fi
 
+step "MoE family, model shapes, short timeouts"
+fd check --target flashinfer --family moe --smoke --force -v > "$out/check-flashinfer-moe-force.txt" 2>&1
+echo "check flashinfer --family moe --smoke --force exit $?" >> "$out/exit-codes.txt"
+fd check --target vllm --smoke -v > "$out/check-vllm-smoke-v.txt" 2>&1
+echo "check vllm --smoke -v exit $?" >> "$out/exit-codes.txt"
+fd check --target vllm --model tests/fixtures/checkpoints/llama-3.1-8b-instruct-fp4 --tp 8 --smoke \
+  --smoke-timeout 300 -v > "$out/check-vllm-model-llama8b-tp8.txt" 2>&1
+echo "check vllm --model llama-3.1-8b --tp 8 --smoke exit $?" >> "$out/exit-codes.txt"
+start=$(date +%s%N)
+fd check --target flashinfer --force --smoke-timeout 1 --json > "$out/check-flashinfer-timeout1.json" \
+  2> "$out/check-flashinfer-timeout1.err"
+echo "check flashinfer --force --smoke-timeout 1 exit $? ($(( ($(date +%s%N) - start) / 1000000 )) ms)" \
+  >> "$out/exit-codes.txt"
+
 step "pytest: the whole suite, as a developer with a GPU box runs it"
 python3 -m pytest -q -rs -p no:cacheprovider tests > "$out/pytest-all.txt" 2>&1
 echo "pytest (whole suite) exit $?" >> "$out/exit-codes.txt"
 tail -n 1 "$out/pytest-all.txt" >> "$out/exit-codes.txt"
 
+step "benchmark: start-up (bytecode compiled first, as after a pip install)"
+python3 -m compileall -q fp4doctor /tmp/site > /dev/null 2>&1
+python3 benchmarks/bench_preflight.py --runs 7 --no-smoke --interleave \
+  --json "$out/bench-startup.json" > "$out/bench-startup.txt" 2>&1
+echo "bench start-up exit $?" >> "$out/exit-codes.txt"
 if [ "$mode" = full ]; then
   step benchmark
   python3 benchmarks/bench_preflight.py --runs 5 --json "$out/bench.json" > "$out/bench.txt" 2>&1

@@ -31,6 +31,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from fp4doctor.signals import signal_name
+
 #: Inspects the stdout of the warm-up run; returns facts to keep with the result, or raises
 #: ValueError when the output shows the command did not do what it was asked.
 Inspector = Callable[[bytes], Mapping[str, Any]]
@@ -107,12 +109,7 @@ def flashinfer_command() -> list[str] | None:
 
 
 def describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit {code}"
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exit {code}"
 
 
 def run_once(

@@ -318,9 +318,42 @@ QUESTION_OPTIONS = (
         "--require",
         help="NAME, 'native' or 'any': exit 1 (and print or write nothing) unless it resolves.",
     ),
+    click.option(
+        "--family",
+        type=click.Choice(["linear", "moe"]),
+        help="Judge one FP4 GEMM family only: the dense linear layers or the MoE experts "
+        "(default: every family the engine runs). --prefer/--require apply to the family "
+        "whose backend they name; write moe:NAME to say which.",
+    ),
+    click.option(
+        "--model",
+        metavar="PATH_OR_ID",
+        help="Also judge this NVFP4 checkpoint's GEMMs (a directory, or ORG/NAME in the Hugging "
+        "Face cache; configs and safetensors headers only).",
+    ),
+    click.option(
+        "--tp",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Tensor-parallel size the model is served at (with --model).",
+    ),
+    click.option(
+        "--ep",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Expert-parallel size (with --model; must divide --tp).",
+    ),
+    click.option(
+        "--hub",
+        is_flag=True,
+        help="With --model ORG/NAME not in the cache: read its configs and headers from the Hub "
+        "(needs pip install 'fp4doctor[hub]' and the network).",
+    ),
 )
 _QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignore", "prefer",
-                    "require")  # fmt: skip
+                    "require", "family", "model", "tp", "ep", "hub")  # fmt: skip
 
 
 def question_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -460,21 +493,34 @@ def _probe() -> facts.HostFacts:
 # --- check ----------------------------------------------------------------------------------
 
 
+CHECK_FORMATS = ("text", "json", "junit", "github")  # renderers: render.py, ci_formats.py
+
+
 @main.command(epilog=EXIT_CODES_HELP)
 @question_options
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(CHECK_FORMATS),
+    default=None,
+    help="text (default), json (versioned, fp4doctor/schemas), junit (one test case per "
+    "check), github (workflow annotations, and the job summary in $GITHUB_STEP_SUMMARY).",
+)
+@click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, its id and its source.")
 @click.option(
     "--smoke/--no-smoke",
     default=None,
-    help="Run a live NVFP4 GEMM per eligible backend and GPU (default: when torch is installed).",
+    help="Run a live NVFP4 GEMM per eligible backend and GPU (default: when torch is installed "
+    "and a GPU is visible; without a GPU --smoke runs fp4doctor's own pipeline on the CPU).",
 )
 @click.option(
     "--smoke-timeout",
     type=click.FloatRange(min=1),
     default=60.0,
     show_default=True,
-    help="Seconds one backend's live GEMM may take before its worker is killed.",
+    help="Seconds one backend's live GEMMs may take before its worker is killed (start-up and "
+    "the library's import have their own budget, 120 s).",
 )
 @click.option("--force", is_flag=True, help="Also run the live GEMM of backends the rules reject.")
 @click.option(
@@ -484,6 +530,7 @@ def _probe() -> facts.HostFacts:
 )
 def check(
     q: Question,
+    fmt: str | None,
     as_json: bool,
     verbose: bool,
     smoke: bool | None,
@@ -496,11 +543,28 @@ def check(
 
     from fp4doctor import render
 
+    if as_json and fmt not in (None, "json"):
+        raise UserError(f"--json is --format json: it cannot go with --format {fmt}")
+    fmt = "json" if as_json else (fmt or "text")
     report = ask(
         replace(q, smoke=smoke, smoke_timeout=smoke_timeout, force=force, allow_jit=allow_jit)
     )
-    if as_json:
+    if fmt == "json":
         write(render.dumps(render.document(report)), kind="json")
+    elif fmt == "junit":
+        from fp4doctor import ci_formats
+
+        write(ci_formats.junit(report), kind="exact")
+    elif fmt == "github":
+        from fp4doctor import ci_formats
+
+        plain = render.Style(unicode=encoding_of(sys.stdout).startswith("utf"), color=False)
+        write(ci_formats.github(report, render.human(report, verbose=verbose, style=plain)))
+        if summary := os.environ.get("GITHUB_STEP_SUMMARY"):
+            try:
+                ci_formats.append_step_summary(summary, ci_formats.step_summary(report))
+            except ci_formats.SummaryError as exc:
+                note(str(exc))
     else:
         style = render.Style.for_stream(sys.stdout)
         write(render.human(report, verbose=verbose, style=style))
@@ -528,14 +592,15 @@ def env(q: Question, shell: str, smoke: bool) -> None:
     from dataclasses import replace
 
     from fp4doctor.emit import FORMATS, emit
-    from fp4doctor.emit.knobs import exports_for
+    from fp4doctor.emit.knobs import exports_for, settings
 
     if shell not in FORMATS:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
     report = ask(replace(q, smoke=smoke))
     settle(report, "nothing to export")
     evaluation = report.evaluation
-    exports, notes = exports_for(evaluation.profile, report.resolution, evaluation.engine_label)
+    chosen = settings([p.resolution for p in report.families])
+    exports, notes = exports_for(evaluation.profile, chosen, evaluation.engine_label)
     for n in notes:
         note(n)
     with user_errors():
@@ -545,7 +610,7 @@ def env(q: Question, shell: str, smoke: bool) -> None:
             "$GITHUB_ENV cannot unset variables; make sure the workflow does not set: "
             + " ".join(exports.unset)
         )
-    note(f"{evaluation.engine_label}: using {report.resolution.chosen}")
+    note(f"{evaluation.engine_label}: using {chosen.chosen}")
     write(text, kind="json" if shell == "json" else "exact")
 
 
@@ -568,15 +633,15 @@ def config(q: Question, output: str, force: bool) -> None:
     from fp4doctor.atomic import write_atomic
     from fp4doctor.emit import emit
     from fp4doctor.emit.config import render_trtllm_yaml, render_vllm_yaml
-    from fp4doctor.emit.knobs import exports_for
+    from fp4doctor.emit.knobs import exports_for, settings
 
     report = ask(q)
     settle(report, "nothing to write")
-    evaluation, resolution = report.evaluation, report.resolution
+    evaluation, resolution = report.evaluation, settings([p.resolution for p in report.families])
     fmt = evaluation.profile.engine.config_format
     with user_errors():
         if resolution.config:
-            text = render_trtllm_yaml({k: [v] for k, v in resolution.config})
+            text = render_trtllm_yaml(dict(resolution.options))
         elif resolution.cli_args and fmt == "vllm-yaml":
             text = render_vllm_yaml(resolution.cli_args)
             if resolution.unset_env:
@@ -666,10 +731,40 @@ def profiles_validate(paths: tuple[str, ...]) -> None:
             write(f"{path}: ok ({p.target}: {len(p.backends)} backends, {len(p.eras)} eras)\n")
 
 
+# --- explain --------------------------------------------------------------------------------
+
+
+@main.command()
+@question_options
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+def explain(q: Question, as_json: bool) -> None:
+    """Per layer class of --model: the kernel this engine release picks, and why each earlier
+    candidate was skipped (exit 0 once explained; 2 for a bad question or checkpoint)."""
+    from dataclasses import replace
+
+    from fp4doctor import render
+    from fp4doctor.checkpoint import explain as explaining
+
+    if q.model is None:
+        raise UserError("explain needs --model PATH_OR_ID (and --tp N): the layers to explain")
+    report = ask(replace(q, smoke=False))
+    explanations = explaining.explain(report)
+    if as_json:
+        write(render.dumps(explaining.document(report, explanations)), kind="json")
+    else:
+        write(render.clean(explaining.text(report, explanations)))
+
+
 def _loaded() -> None:
     """Put Python's own Ctrl-C handler back: from here on `main` turns Ctrl-C into exit 130."""
     if signal.getsignal(signal.SIGINT) is _interrupted_while_loading:
         signal.signal(signal.SIGINT, _SIGINT_BEFORE)
 
+
+# `node` and `fleet` (issue 15): their module imports only click and the helpers above.
+from fp4doctor.fleet.commands import commands as _fleet_commands  # noqa: E402
+
+for _command in _fleet_commands():
+    main.add_command(_command)
 
 _loaded()

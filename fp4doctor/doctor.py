@@ -14,6 +14,7 @@ reasons a question cannot be answered are raised as `QuestionError` (bad input) 
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,20 +22,27 @@ from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
 from fp4doctor.findings import Finding, matches
-from fp4doctor.profile.model import Profile
-from fp4doctor.resolve import Resolution, resolve
+from fp4doctor.profile.model import FAMILIES, Profile
+from fp4doctor.resolve import Resolution, meant_for, resolve
 from fp4doctor.rules import Evaluation, evaluate, live
 from fp4doctor.versions import is_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
+    from fp4doctor.checkpoint import Checkpoint
+    from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.smoke.result import SmokeResult
+    from fp4doctor.smoke.runner import Prestarted
 
 ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
 DEFAULT_TARGET = "vllm"
+DRIVER_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver lists each GPU here
 
 
 # Finding ids whose failures stand whatever backend is chosen.
-_STANDING = ("host.", "engine.", "env.", "smoke.", "resolve.engine_auto")
+_STANDING = ("host.", "engine.", "env.", "smoke.", "resolve.engine_auto", "resolve.moe.engine_auto",
+             "model.")  # fmt: skip
+# What `fp4doctor env` fixes: the environment as set, and an engine's own pick that cannot run.
+_ENV_FIXES = ("env.", "resolve.engine_auto", "resolve.moe.engine_auto", "model.engine_auto")
 
 
 class QuestionError(ValueError):
@@ -69,25 +77,50 @@ class Question:
     smoke_timeout: float = 60.0
     force: bool = False  # also run the live GEMMs of backends the rules reject
     allow_jit: bool = False
+    family: str | None = None  # one FP4 GEMM family ("linear", "moe"); None: every one
+    model: str | None = None  # a checkpoint (directory or cached ORG/NAME): judge its GEMMs
+    tp: int = 1  # tensor-parallel size the model is served at
+    ep: int = 1  # expert-parallel size (MoE)
+    hub: bool = False  # read the model's configs and headers from the Hub when not cached
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
 
 
 @dataclass(frozen=True)
+class FamilyPart:
+    """One FP4 GEMM family's verdicts and choice (the dense linear GEMM, the MoE experts)."""
+
+    family: str
+    evaluation: Evaluation
+    resolution: Resolution
+
+
+@dataclass(frozen=True)
 class Report:
-    """Everything one diagnosis found; the one place that says whether the host is ready."""
+    """Everything one diagnosis found; the one place that says whether the host is ready.
+
+    `evaluation` and `resolution` are the first family asked (the dense linear GEMM unless
+    `--family` names another); `more` holds the other families. The outcome covers them all."""
 
     question: Question
     evaluation: Evaluation
     resolution: Resolution
     smoke_note: str | None = None  # why the live GEMMs did not run, when they did not
+    more: tuple[FamilyPart, ...] = ()
+    model: ModelVerdict | None = None  # with --model: each rank's GEMMs and their findings
+
+    @property
+    def families(self) -> tuple[FamilyPart, ...]:
+        first = FamilyPart(self.evaluation.family, self.evaluation, self.resolution)
+        return (first, *self.more)
 
     @property
     def outcome(self) -> Outcome:
         if self.evaluation.no_verdict:
             return Outcome.NO_VERDICT
-        if self.resolution.ready and not self._blocking_outside_the_choice():
+        ready = all(p.resolution.ready for p in self.families)
+        if ready and not self._blocking_outside_the_choice():
             return Outcome.READY
         return Outcome.NOT_READY
 
@@ -99,28 +132,36 @@ class Report:
     def env_makes_ready(self) -> bool:
         """Not ready only as the environment is set: `fp4doctor env` would make it ready (a
         valid choice exists, and what blocks is a variable or the engine's own pick)."""
-        if self.outcome is not Outcome.NOT_READY or not self.resolution.ready:
+        if self.outcome is not Outcome.NOT_READY:
             return False
-        return all(
-            f.id.startswith(("env.", "resolve.engine_auto"))
-            for f in self._blocking_outside_the_choice()
-        )
+        if not all(p.resolution.ready for p in self.families):
+            return False
+        return all(f.id.startswith(_ENV_FIXES) for f in self._blocking_outside_the_choice())
 
     def findings(self) -> list[Finding]:
-        return self.evaluation.all_findings() + list(self.resolution.findings)
+        out = self.evaluation.all_findings() + list(self.resolution.findings)
+        for part in self.more:  # the host findings are the same for every family: once
+            e = part.evaluation
+            out += [f for v in e.verdicts.values() for f in v.findings]
+            out += [*e.smoke, *e.env_findings, *part.resolution.findings]
+        return out + list(self.model.findings if self.model else ())
 
     def blocking(self) -> list[Finding]:
         """What stands in the way, for a one-line-each explanation."""
         if self.outcome is Outcome.NO_VERDICT:
             return [f for f in self.evaluation.host if f.status.blocking]
-        chosen = [f for f in self.resolution.findings if f.status.blocking]
+        chosen = [f for p in self.families for f in p.resolution.findings if f.status.blocking]
         return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
 
     def ignored_deciding(self) -> list[Finding]:
         """The failures --ignore downgraded that decide the answer: one that stands whatever
         the choice (the host, the engine, the environment), or one of the chosen backend's."""
-        verdict = self.evaluation.verdicts.get(self.resolution.chosen or "")
-        own = verdict.findings if verdict else ()
+        own = [
+            f
+            for p in self.families
+            if (verdict := p.evaluation.verdicts.get(p.resolution.chosen or "")) is not None
+            for f in verdict.findings
+        ]
         return [f for f in (*self._standing(), *own) if f.ignored]
 
     def unmatched_ignores(self) -> list[str]:
@@ -135,8 +176,10 @@ class Report:
     def _standing(self) -> list[Finding]:
         """Findings about the host, what the engine itself needs, the environment as set, the CPU
         live run, and an engine that left alone picks a known-broken backend."""
-        e = self.evaluation
-        found = (*e.host, *e.env_findings, *e.smoke, *self.resolution.findings)
+        found = list(self.evaluation.host) + list(self.model.findings if self.model else ())
+        for p in self.families:
+            e = p.evaluation
+            found += [*e.env_findings, *e.smoke, *p.resolution.findings]
         return [f for f in found if f.id.startswith(_STANDING)]
 
 
@@ -151,26 +194,132 @@ def diagnose(question: Question, progress: Progress | None = None) -> Report:
         raise QuestionError(
             f"--engine-version {question.engine_version!r} is not a version (e.g. 0.15.1)"
         )
+    prestarted = _prestart(question)
+    try:
+        return _diagnose(question, say, prestarted)
+    finally:
+        if prestarted is not None:
+            prestarted.close()
+
+
+def _prestart(question: Question) -> Prestarted | None:
+    """On a host with an NVIDIA GPU, when live GEMMs may run: a worker that imports torch (the
+    seconds a live check costs) while the probe and the rules run. `run_smoke` gives it its
+    GPU and adapters, or it is closed unused."""
+    if question.smoke is False or question.facts_file:
+        return None
+    try:
+        if not os.listdir(DRIVER_GPUS):
+            return None
+    except OSError:
+        return None
+    from fp4doctor import smoke
+
+    if not smoke.torch_available():
+        return None
+    return smoke.Prestarted(allow_jit=question.allow_jit)
+
+
+def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) -> Report:
+    ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
     host, prof = _host_and_profile(question)
     ignore = question.ignore_ids()
-    static = evaluate(prof, host, override_version=question.engine_version, ignore=ignore)
-    results, smoke_note = _live(question, static, say)
-    evaluation = (
-        evaluate(
-            prof,
-            host,
-            override_version=question.engine_version,
-            live_results=results,
-            ignore=ignore,
+    families = _families(question, prof)
+    if ckpt is not None:  # with a model: the families its NVFP4 layers use
+        families = [f for f in families if f in ckpt.families()] or families
+    statics = [
+        evaluate(prof, host, override_version=question.engine_version, ignore=ignore, family=f)
+        for f in families
+    ]
+    results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
+    parts: list[FamilyPart] = []
+    model: ModelVerdict | None = None
+    for family, static in zip(families, statics, strict=True):
+        own = live.owned(static.profile, results, first=family == families[0])
+        evaluation = (
+            evaluate(
+                prof,
+                host,
+                override_version=question.engine_version,
+                live_results=own,
+                ignore=ignore,
+                family=family,
+            )
+            if own
+            else static
         )
-        if results
-        else static
-    )
+        try:
+            prefer = meant_for(prof, family, question.prefer, "--prefer")
+            require = meant_for(prof, family, question.require, "--require")
+            if ckpt is not None:
+                model = model or _judge_model(question, ckpt, prof, evaluation)
+                evaluation = model.fold(evaluation)  # backends that cannot run its GEMMs
+                picked = model.engine_pick(evaluation)
+                if picked:
+                    model = model.with_findings(picked).with_ignores(question.ignore_ids())
+            resolution = resolve(evaluation, prefer=prefer, require=require)
+        except ValueError as exc:
+            raise QuestionError(str(exc)) from None
+        parts.append(FamilyPart(family, evaluation, resolution))
+    first, *more = parts
+    return Report(question, first.evaluation, first.resolution, smoke_note, tuple(more), model)
+
+
+def _checkpoint(question: Question) -> Checkpoint | None:
+    """The --model checkpoint, read (configs and safetensors headers only), or None."""
+    if question.model is None:
+        return None
+    if question.tp < 1 or question.ep < 1 or question.tp % question.ep:
+        raise QuestionError(
+            f"--tp {question.tp} --ep {question.ep}: both must be positive and EP must divide TP "
+            "(the experts are split over EP ranks, each expert over TP/EP)"
+        )
+    from fp4doctor import checkpoint
+
     try:
-        resolution = resolve(evaluation, prefer=question.prefer, require=question.require)
-    except ValueError as exc:
+        return checkpoint.load(question.model, hub=question.hub)
+    except checkpoint.CheckpointError as exc:
         raise QuestionError(str(exc)) from None
-    return Report(question, evaluation, resolution, smoke_note)
+
+
+def _smoke_env(ckpt: Checkpoint | None, question: Question) -> dict[str, str] | None:
+    """With a model: the workers' environment, carrying its per-rank linear GEMM shapes."""
+    if ckpt is None:
+        return None
+    from fp4doctor.checkpoint import smoke as model_smoke
+
+    nk = [(g.n, g.k) for g in ckpt.gemms(question.tp, question.ep)
+          if g.layer.fp4 and g.layer.family == "linear" and g.problem is None]  # fmt: skip
+    shapes = model_smoke.model_shapes(nk)
+    return {**os.environ, model_smoke.SHAPES_ENV: model_smoke.encode(shapes)} if shapes else None
+
+
+def _judge_model(
+    question: Question, ckpt: Checkpoint, prof: Profile, evaluation: Evaluation
+) -> ModelVerdict:
+    """The model's findings for the engine release judged, --ignore applied."""
+    from fp4doctor.checkpoint import constraints, judge
+
+    try:
+        rules = constraints.load()
+    except profile.ProfileError as exc:
+        raise QuestionError(str(exc)) from None
+    verdict = judge.judge(ckpt, prof, evaluation.engine.version, rules, question.tp, question.ep)
+    return verdict.with_ignores(question.ignore_ids())
+
+
+def _families(question: Question, prof: Profile) -> list[str]:
+    """The FP4 GEMM families to judge: the one `--family` names, else every one the engine runs."""
+    present = prof.families()
+    if question.family is None:
+        return present
+    if question.family not in present:
+        valid = ", ".join(present) if question.family in FAMILIES else ", ".join(FAMILIES)
+        raise QuestionError(
+            f"--family {question.family!r}: {prof.title} profile has no such FP4 GEMM family "
+            f"(valid: {valid})"
+        )
+    return [question.family]
 
 
 def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
@@ -186,28 +335,34 @@ def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
 
     if question.facts_file:
         host = facts.load(question.facts_file)
-        return host, load(question.target or pick_target(host))
-    from fp4doctor.probe import probe_host, with_compiled_archs, with_packages
+        return host, load(question.target or pick_target(host.packages))
+    from fp4doctor.probe import in_background, probe_host, with_compiled_archs, with_packages
+    from fp4doctor.probe.packages import probe_packages
     from fp4doctor.profile.kinds.compiled_arch import modules_read
 
-    if question.target:
-        prof = load(question.target)
-        return probe_host(packages=prof.packages(), modules=modules_read(prof)), prof
-    host = probe_host()
-    prof = load(pick_target(host))
+    # The probe (NVML, the cuDNN reader, nvcc, Triton's ptxas) runs while the profile is parsed:
+    # neither needs the other until the profile's own packages and modules are looked up.
+    probing = in_background(probe_host)
+    engines = [package for package, _ in ENGINE_TARGETS]
+    prof = load(question.target or pick_target(probe_packages(names=engines)))
+    host = probing()
     return with_compiled_archs(with_packages(host, prof.packages()), modules_read(prof)), prof
 
 
-def pick_target(host: facts.HostFacts) -> str:
+def pick_target(packages: facts.PackageFacts) -> str:
     """The engine installed (the first of vLLM, SGLang, TensorRT-LLM), else vLLM."""
     for package, name in ENGINE_TARGETS:
-        if host.packages.version(package):
+        if packages.version(package):
             return name
     return DEFAULT_TARGET
 
 
 def _live(
-    question: Question, static: Evaluation, say: Progress
+    question: Question,
+    statics: list[Evaluation],
+    say: Progress,
+    prestarted: Prestarted | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[list[SmokeResult], str | None]:
     """Run the live GEMMs the question asks for; the results, or why none ran."""
     if question.smoke is False:
@@ -220,17 +375,30 @@ def _live(
 
     if not smoke.torch_available():
         return [], "not run: torch is not installed (pip install 'fp4doctor[smoke]')"
-    gpus = [g.index for g in static.facts.gpus]
+    gpus = [g.index for g in statics[0].facts.gpus]
+    if not gpus and question.smoke is None:
+        # With no GPU only fp4doctor's own NVFP4 pipeline could run, on the CPU (~5 s of torch),
+        # and no GPU is already "not ready" (or no verdict): that run cannot change the answer.
+        return [], (
+            "not run: no GPU here; the CPU run checks only fp4doctor's own NVFP4 pipeline and "
+            "cannot change the verdict (--smoke runs it)"
+        )
     adapters = (
-        live.adapters_to_run(static.profile, static.verdicts, question.force)
+        [a for s in statics for a in live.adapters_to_run(s.profile, s.verdicts, question.force)]
         if gpus
-        else ["emulation"]
+        else [live.CPU_ADAPTERS[s.family] for s in statics if s.family in live.CPU_ADAPTERS]
     )
+    adapters = list(dict.fromkeys(adapters))
     if not adapters:
         return [], "not run: no backend is eligible on this host (--force runs them anyway)"
     where = f"{len(gpus)} GPU(s)" if gpus else "the CPU (no GPU: fp4doctor's own pipeline only)"
     say(f"running {len(adapters)} live GEMM check(s) on {where}...")
     results = smoke.run_smoke(
-        adapters, gpus, timeout_s=question.smoke_timeout, allow_jit=question.allow_jit
+        adapters,
+        gpus,
+        timeout_s=question.smoke_timeout,
+        allow_jit=question.allow_jit,
+        prestarted=prestarted,
+        env=env if gpus else None,  # the model's shapes are for GPUs, not the CPU pipeline run
     )
     return list(results), None

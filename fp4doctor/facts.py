@@ -148,6 +148,37 @@ class CompiledArchs:
 
 
 @dataclass(frozen=True)
+class CudartLibrary:
+    """One libcudart.so.N file the process could load, and where it was found (probe/cudart.py)."""
+
+    major: int  # 12 for libcudart.so.12
+    path: str
+    origin: str  # one of CUDART_ORIGINS
+
+    @property
+    def on_loader_path(self) -> bool:
+        """Found where `dlopen("libcudart.so.N")` looks by itself (LD_LIBRARY_PATH, ld.so.cache);
+        a wheel's or the toolkit's copy counts only when something loads it first."""
+        return self.origin in (CUDART_LD_LIBRARY_PATH, CUDART_LDCONFIG)
+
+
+CUDART_LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
+CUDART_LDCONFIG = "ldconfig"  # /etc/ld.so.cache
+CUDART_WHEEL = "wheel"  # nvidia-cuda-runtime(-cu12) in site-packages
+CUDART_TOOLKIT = "toolkit"  # CUDA_HOME/lib64
+CUDART_ORIGINS = (CUDART_LD_LIBRARY_PATH, CUDART_LDCONFIG, CUDART_WHEEL, CUDART_TOOLKIT)
+
+
+@dataclass(frozen=True)
+class CudartFacts:
+    """Every libcudart.so.N the probe found (none is a finding too); `error` when it could not
+    look everywhere."""
+
+    libraries: list[CudartLibrary] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """Everything the rules need to know about one host."""
 
@@ -169,6 +200,8 @@ class HostFacts:
     probe_errors: dict[str, str] = field(default_factory=dict)  # probe name -> failure reason
     # The CUDA modules the profile's `compiled_arch` rules name ("vllm/_C.abi3.so"), scanned.
     compiled_archs: dict[str, CompiledArchs] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # The libcudart majors the process could load; None in snapshots from before the probe had it.
+    cudart: CudartFacts | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 REDACTED = "<redacted>"

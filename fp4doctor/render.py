@@ -14,14 +14,20 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from fp4doctor import __version__, facts
 from fp4doctor.findings import Finding, Status
+from fp4doctor.profile.model import FAMILY_TITLES
 
 if TYPE_CHECKING:  # `probe` renders facts without loading the rules
+    from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.doctor import Report
     from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
     from fp4doctor.rules.advisories import Affected
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 1  # the schema: fp4doctor/schemas/report-v<N>.schema.json
+
+# A backend under NO VERDICT (exit 3): its checks ran against GPUs that could not be listed, so
+# it is neither valid nor not valid (human text, and `problem` with `valid: null` in JSON).
+NO_VERDICT_TEXT = "unknown: no verdict was reached"
 
 MARKS = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.ERROR: "✗", Status.SKIP: "-"}
 ASCII_MARKS = {
@@ -180,10 +186,69 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
             out.extend(_finding_lines(f, style, verbose))
 
     block("Host", evaluation.host)
+    if report.model is not None:
+        out.extend(model_lines(report.model, style, verbose))
     out.append("")
-    out.append(style.bold("Backends") + ("" if verbose else "  (-v for every check)"))
-    width = max(len(n) for n in evaluation.verdicts)
+    named = report.more or evaluation.family != "linear"
+    titled = f" ({FAMILY_TITLES[evaluation.family]})" if named else ""
+    out.append(style.bold("Backends" + titled) + ("" if verbose else "  (-v for every check)"))
+    no_verdict = report.outcome is Outcome.NO_VERDICT
+    out.extend(_backend_rows(evaluation, style, verbose, no_verdict))
+    block("Environment", evaluation.env_findings)
+    if smoke_note:
+        out.append("")
+        out.append(style.bold("Live smoke GEMM"))
+        out.append(clean(f"  {smoke_note}"))
+    # A live result is evidence, shown even when it passed.
+    block("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke, passes=True)
+    out.append("")
+    out.append(style.bold("Choice"))
+    if no_verdict:
+        out.append(f"  {style.mark(Status.SKIP)} none: no verdict was reached")
+    for f in () if no_verdict and not verbose else resolution.findings:
+        if f.id.endswith(".choice") and f.status is Status.PASS:
+            out.append(clean(f"  → {resolution.chosen}: {_knob_text(evaluation, resolution)}"))
+        else:
+            out.extend(_finding_lines(f, style, verbose))
+    for note in resolution.notes:
+        out.append(clean(f"    {note}"))
+    for part in report.more:
+        out.extend(_family_section(part.evaluation, part.resolution, style, verbose, no_verdict))
+    counts = summary_counts(report.findings())
+    verdict_text = {
+        Outcome.READY: f"READY: use {resolution.chosen}",
+        Outcome.NOT_READY: "NOT READY",
+        Outcome.NO_VERDICT: "NO VERDICT",
+    }[report.outcome]
+    if report.more and report.outcome is Outcome.READY:
+        verdict_text += "".join(f"; {p.family}: use {p.resolution.chosen}" for p in report.more)
+    if report.env_makes_ready:
+        chosen = ", ".join(str(p.resolution.chosen) for p in report.families)
+        verdict_text += f' as set (eval "$(fp4doctor env)" switches to {chosen})'
+    out.append("")
+    out.append(
+        style.bold(
+            f"{verdict_text}. Checks: {counts['pass']} passed, "
+            f"{_count(counts['warn'], 'warning')}, "
+            f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
+        )
+    )
+    return "\n".join(out) + "\n"
+
+
+def _backend_rows(
+    evaluation: Evaluation, style: Style, verbose: bool, no_verdict: bool
+) -> list[str]:
+    """One line per backend of a family (valid, or its first problem and fix), with its
+    warnings and live results (every finding with -v)."""
+    out: list[str] = []
+    width = max((len(n) for n in evaluation.verdicts), default=0)
     for name, verdict in evaluation.verdicts.items():
+        if no_verdict:  # judged against GPUs nobody could list: neither valid nor not valid
+            out.append(f"  {style.mark(Status.SKIP)} {clean(name.ljust(width))}  {NO_VERDICT_TEXT}")
+            for f in verdict.findings if verbose else ():
+                out.extend(_finding_lines(f, style, verbose, indent=6 + width))
+            continue
         backend = evaluation.profile.backends[name]
         problem = verdict.first_problem()
         warns = [f for f in verdict.findings if f.status is Status.WARN]
@@ -207,39 +272,39 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
             if f is problem and not verbose:
                 continue
             out.extend(_finding_lines(f, style, verbose, indent=6 + width))
-    block("Environment", evaluation.env_findings)
-    if smoke_note:
-        out.append("")
-        out.append(style.bold("Live smoke GEMM"))
-        out.append(clean(f"  {smoke_note}"))
-    # A live result is evidence, shown even when it passed.
-    block("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke, passes=True)
-    out.append("")
-    out.append(style.bold("Choice"))
-    for f in resolution.findings:
-        if f.id == "resolve.choice" and f.status is Status.PASS:
+    return out
+
+
+def _family_section(
+    evaluation: Evaluation, resolution: Resolution, style: Style, verbose: bool, no_verdict: bool
+) -> list[str]:
+    """Another FP4 GEMM family (the MoE experts): its backends, variables, live run and choice."""
+    title = FAMILY_TITLES[evaluation.family]
+    out = ["", style.bold(f"Backends ({title})")]
+    if evaluation.era.note:
+        out.append(clean(f"  {evaluation.engine_label}: {evaluation.era.note}"))
+    out.extend(_backend_rows(evaluation, style, verbose, no_verdict))
+    smoke = evaluation.smoke
+    for heading, findings in (
+        ("Environment", evaluation.env_findings),
+        ("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke),
+    ):
+        # A live result is evidence, shown even when it passed.
+        shown = [f for f in findings if verbose or f.status is not Status.PASS or f in smoke]
+        if shown:
+            out += ["", style.bold(f"{heading} ({title})")]
+            for f in shown:
+                out.extend(_finding_lines(f, style, verbose))
+    out += ["", style.bold(f"Choice ({title})")]
+    if no_verdict:
+        out.append(f"  {style.mark(Status.SKIP)} none: no verdict was reached")
+    for f in () if no_verdict and not verbose else resolution.findings:
+        if f.status is Status.PASS and f.id.endswith(".choice"):
             out.append(clean(f"  → {resolution.chosen}: {_knob_text(evaluation, resolution)}"))
         else:
             out.extend(_finding_lines(f, style, verbose))
-    for note in resolution.notes:
-        out.append(clean(f"    {note}"))
-    counts = summary_counts(report.findings())
-    verdict_text = {
-        Outcome.READY: f"READY: use {resolution.chosen}",
-        Outcome.NOT_READY: "NOT READY",
-        Outcome.NO_VERDICT: "NO VERDICT",
-    }[report.outcome]
-    if report.env_makes_ready:
-        verdict_text += f' as set (eval "$(fp4doctor env)" switches to {resolution.chosen})'
-    out.append("")
-    out.append(
-        style.bold(
-            f"{verdict_text}. Checks: {counts['pass']} passed, "
-            f"{_count(counts['warn'], 'warning')}, "
-            f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
-        )
-    )
-    return "\n".join(out) + "\n"
+    out.extend(clean(f"    {note}") for note in resolution.notes)
+    return out
 
 
 def _count(n: int, noun: str) -> str:
@@ -269,41 +334,68 @@ def document(report: Report) -> dict[str, Any]:
     evaluation, resolution = report.evaluation, report.resolution
     findings = report.findings()
     host = evaluation.facts
+    from fp4doctor.doctor import Outcome
+
+    no_verdict = report.outcome is Outcome.NO_VERDICT
+    return (
+        {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "fp4doctor_version": __version__,
+            "target": evaluation.profile.target,
+            "engine": {
+                "package": evaluation.profile.engine.package,
+                "version": evaluation.engine.version,
+                "source": evaluation.engine.source,
+                "note": evaluation.engine.note,
+                "era": str(evaluation.era.versions),
+            },
+            "host": {
+                # No UUIDs: a report is pasted into tickets (`probe --json` redacts them too).
+                "gpus": [{**facts.to_dict(g), "uuid": None} for g in host.gpus],
+                "nvml_status": host.nvml.status,
+                "cuda_visible_devices": host.cuda_visible_devices,
+                "synthetic": host.synthetic,
+            },
+            "ready": report.ready,
+            "outcome": report.outcome.value,
+            "exit_code": report.outcome.exit_code,
+            "summary": summary_counts(findings),
+            # The first family judged (the dense linear GEMM unless --family names another); every
+            # family, that one included, is under "families".
+            "backends": _backends_doc(evaluation, no_verdict),
+            "engine_auto": evaluation.engine_auto,
+            "resolution": resolution.to_dict(),
+            "families": {
+                part.family: {
+                    "title": FAMILY_TITLES[part.family],
+                    "era": str(part.evaluation.era.versions),
+                    "ready": part.resolution.ready,
+                    "backends": _backends_doc(part.evaluation, no_verdict),
+                    "engine_auto": part.evaluation.engine_auto,
+                    "resolution": part.resolution.to_dict(),
+                }
+                for part in report.families
+            },
+            "findings": [f.to_dict() for f in findings],
+        }
+        | ({"smoke_note": report.smoke_note} if report.smoke_note else {})
+        | ({"model": report.model.to_dict()} if report.model else {})
+    )
+
+
+def _backends_doc(evaluation: Evaluation, no_verdict: bool) -> dict[str, Any]:
+    """Each backend of one family: valid (null under no verdict), native, summary, problem."""
     return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "fp4doctor_version": __version__,
-        "target": evaluation.profile.target,
-        "engine": {
-            "package": evaluation.profile.engine.package,
-            "version": evaluation.engine.version,
-            "source": evaluation.engine.source,
-            "note": evaluation.engine.note,
-            "era": str(evaluation.era.versions),
-        },
-        "host": {
-            # No UUIDs: a report is pasted into tickets (`probe --json` redacts them too).
-            "gpus": [{**facts.to_dict(g), "uuid": None} for g in host.gpus],
-            "nvml_status": host.nvml.status,
-            "cuda_visible_devices": host.cuda_visible_devices,
-            "synthetic": host.synthetic,
-        },
-        "ready": report.ready,
-        "outcome": report.outcome.value,
-        "exit_code": report.outcome.exit_code,
-        "summary": summary_counts(findings),
-        "backends": {
-            name: {
-                "valid": v.valid,
-                "native": evaluation.profile.backends[name].native,
-                "summary": evaluation.profile.backends[name].summary,
-                "problem": (p.reason if (p := v.first_problem()) else None),
-            }
-            for name, v in evaluation.verdicts.items()
-        },
-        "engine_auto": evaluation.engine_auto,
-        "resolution": resolution.to_dict(),
-        "findings": [f.to_dict() for f in findings],
-    } | ({"smoke_note": report.smoke_note} if report.smoke_note else {})
+        name: {
+            "valid": None if no_verdict else v.valid,
+            "native": evaluation.profile.backends[name].native,
+            "summary": evaluation.profile.backends[name].summary,
+            "problem": NO_VERDICT_TEXT
+            if no_verdict
+            else (p.reason if (p := v.first_problem()) else None),
+        }
+        for name, v in evaluation.verdicts.items()
+    }
 
 
 def dumps(doc: dict[str, Any]) -> str:
@@ -382,3 +474,28 @@ def advisories_text(found: list[Affected]) -> str:
             lines.append(f"  fix: {fix}")
         lines.append(f"  source: {issue.source}")
     return clean("\n".join(lines)) + "\n"
+
+
+def model_lines(model: ModelVerdict, style: Style, verbose: bool) -> list[str]:
+    """The --model section: the checkpoint, each layer class's GEMM on one rank, and what fails
+    whatever the backend (a backend's own model findings show in its row)."""
+    ckpt = model.checkpoint
+    where = f"TP {model.tp}" + (f", EP {model.ep}" if model.ep > 1 else "")
+    out = ["", style.bold(f"Model  {clean(ckpt.name)} ({clean(ckpt.architecture)}) at {where}")]
+    out.append(clean(f"  {ckpt.quant.label}, from {ckpt.quant.file}"))
+    fp4 = [g for g in model.gemms if g.layer.fp4]
+    width = max((len(g.layer.name) for g in fp4), default=5)
+    for g in fp4:
+        experts = f", {g.experts} experts/rank" if g.layer.experts else ""
+        out.append(
+            clean(
+                f"  {g.layer.name.ljust(width)}  {g.layer.family:<6} {g.layer.scheme:<5} "
+                f"N={g.n} K={g.k} per rank{experts}"
+            )
+        )
+    skipped = sorted({g.layer.name for g in model.gemms if not g.layer.fp4})
+    if skipped:
+        out.append(clean(f"  not NVFP4 in this checkpoint: {', '.join(skipped)}"))
+    for f in model.findings:
+        out.extend(_finding_lines(f, style, verbose))
+    return out

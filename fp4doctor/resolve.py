@@ -2,6 +2,8 @@
 
 Pure. The order of choice: the user's `--prefer` when valid; otherwise the engine's own
 automatic order restricted to backends valid here; otherwise the profile's general order.
+Each FP4 GEMM family (dense linear, MoE) is resolved on its own; `meant_for` says which part of
+a `--prefer`/`--require` value is meant for which family.
 """
 
 from __future__ import annotations
@@ -9,11 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fp4doctor.findings import Finding, Status
-from fp4doctor.profile.model import KNOB_ARGUMENT, KNOB_CLI, KNOB_CONFIG, KNOB_ENV, Knob
+from fp4doctor.profile.model import (
+    FAMILIES,
+    FAMILY_LINEAR,
+    KNOB_ARGUMENT,
+    KNOB_CLI,
+    KNOB_CONFIG,
+    KNOB_ENV,
+    Knob,
+    Profile,
+)
 from fp4doctor.rules import Evaluation
 
 REQUIRE_ANY = "any"
 REQUIRE_NATIVE = "native"
+
+
+_WHAT = {FAMILY_LINEAR: "FP4 GEMM", "moe": "FP4 MoE"}
 
 
 class ResolveError(ValueError):
@@ -37,7 +51,8 @@ class Resolution:
 
     @property
     def set_env(self) -> tuple[tuple[str, str], ...]:
-        return self._setting(KNOB_ENV)
+        setting = self._setting(KNOB_ENV)
+        return (*setting, *self.knob.also) if setting and self.knob is not None else setting
 
     @property
     def cli_args(self) -> tuple[tuple[str, str], ...]:
@@ -66,24 +81,75 @@ class Resolution:
         }
 
 
-def family(evaluation: Evaluation, name: str, what: str) -> list[str]:
-    """The backends a name means, best first: the backend it names (or whose alias it is), then
-    the other members of its family (`cutlass` is also FlashInfer's `flashinfer-cutlass`).
-    An unknown name is a ResolveError listing the valid ones."""
-    profile = evaluation.profile
-    named = profile.lookup(name)
+def finding_id(family_name: str, name: str) -> str:
+    """`resolve.choice` for the linear family, `resolve.moe.choice` for the MoE family."""
+    return f"resolve.{name}" if family_name == FAMILY_LINEAR else f"resolve.{family_name}.{name}"
+
+
+def _members(profile: Profile, name: str) -> list[str]:
+    # In a family's view `flashinfer-cutlass` also names `flashinfer-cutlass-moe`.
+    named = profile.lookup(name) or profile.lookup(f"{name}-{profile.family}")
     wanted = name.lower()
     members = [
         b.name
         for b in profile.backends.values()
         if b is not named and (wanted in b.aliases or b.name.endswith(f"-{wanted}"))
     ]
-    if named is None and not members:
+    return ([named.name] if named is not None else []) + members
+
+
+def meant_for(profile: Profile, family_name: str, value: str | None, what: str) -> str | None:
+    """The part of a `--prefer`/`--require` value meant for one family. A value is one or more
+    comma-separated names, each optionally `FAMILY:NAME` (`moe:cutlass`); a name without a
+    family applies to every family with a backend of that name or alias (and `native`/`any`
+    to all). A name no family knows is a ResolveError listing the valid ones."""
+    if value is None:
+        return None
+    families = profile.families()
+    picked: list[str] = []
+    for item in (p.strip() for p in value.split(",") if p.strip()):
+        scope, sep, name = item.partition(":")
+        if not sep:
+            scope, name = "", item
+        elif scope not in FAMILIES:
+            raise ResolveError(
+                f"{what} {item!r}: unknown family {scope!r} (valid: {', '.join(FAMILIES)})"
+            )
+        wanted = [scope] if scope else families
+        if what == "--require" and name in (REQUIRE_ANY, REQUIRE_NATIVE):
+            known = wanted
+        else:
+            known = [f for f in wanted if f in families and _members(profile.view(f), name)]
+        if not known:
+            views = [profile.view(f) for f in wanted if f in families]
+            choices = ", ".join(c for v in views for c in v.choices())
+            where = f" in the {scope} family" if scope else ""
+            raise ResolveError(
+                f"unknown backend {name!r} for {what}{where} with target {profile.target} "
+                f"(valid: {choices})"
+            )
+        if family_name in known:
+            picked.append(name)
+    if len(picked) > 1:
+        raise ResolveError(
+            f"{what} {value!r} names {len(picked)} backends of the {family_name} family: "
+            "give one per family (e.g. 'cudnn,moe:cutlass')"
+        )
+    return picked[0] if picked else None
+
+
+def family(evaluation: Evaluation, name: str, what: str) -> list[str]:
+    """The backends a name means, best first: the backend it names (or whose alias it is), then
+    the other members of its family (`cutlass` is also FlashInfer's `flashinfer-cutlass`).
+    An unknown name is a ResolveError listing the valid ones."""
+    profile = evaluation.profile
+    found = _members(profile, name)
+    if not found:
         choices = ", ".join(profile.choices())
         raise ResolveError(
             f"unknown backend {name!r} for {what} with target {profile.target} (valid: {choices})"
         )
-    return ([named.name] if named is not None else []) + members
+    return found
 
 
 def resolve(
@@ -95,6 +161,7 @@ def resolve(
     label = evaluation.engine_label
     notes: list[str] = []
     findings: list[Finding] = []
+    fam = evaluation.family
 
     def usable(name: str) -> bool:
         reachable = era.selecting_knob(name) is not None or name == evaluation.engine_auto
@@ -143,28 +210,32 @@ def resolve(
         broken = evaluation.env_selection is None and _known_bug(evaluation, auto)
         findings.append(
             Finding(
-                "resolve.engine_auto",
+                finding_id(fam, "engine_auto"),
                 Status.FAIL if broken else Status.WARN,
                 f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
                 fix='eval "$(fp4doctor env)"' if chosen else None,
                 backend=auto,
             )
         )
-    elif auto is None and evaluation.facts.gpus:
+    elif auto is None and evaluation.facts.gpus and (era.auto or not era.knobs):
+        # (A library used directly, with no automatic order but a knob, picks nothing by
+        # itself: the caller chooses. Not a warning.)
         findings.append(
             Finding(
-                "resolve.engine_auto",
+                finding_id(fam, "engine_auto"),
                 Status.WARN,
                 f"{label}, left alone, finds no NVFP4 backend on this host and stops at model load",
             )
         )
 
     if chosen is not None:
-        findings.append(Finding("resolve.choice", Status.PASS, f"use {chosen}", backend=chosen))
+        findings.append(
+            Finding(finding_id(fam, "choice"), Status.PASS, f"use {chosen}", backend=chosen)
+        )
     elif required is not None:
         findings.append(
             Finding(
-                "resolve.require",
+                finding_id(fam, "require"),
                 Status.FAIL,
                 f"--require {require}: "
                 + "; ".join(f"{b} is not usable here: {why_not(b)}" for b in required_family),
@@ -175,7 +246,7 @@ def resolve(
         natives = ", ".join(f"{b}: {why_not(b)}" for b in allowed[:3])
         findings.append(
             Finding(
-                "resolve.require",
+                finding_id(fam, "require"),
                 Status.FAIL,
                 f"--require native: no native FP4 backend is usable here ({natives})",
             )
@@ -188,9 +259,9 @@ def resolve(
         ]
         findings.append(
             Finding(
-                "resolve.choice",
+                finding_id(fam, "choice"),
                 Status.FAIL,
-                f"no FP4 GEMM backend that {label} can use is valid on this host"
+                f"no {_WHAT[fam]} backend that {label} can use is valid on this host"
                 + (
                     f"; {reachable_by_packages[0].backend} would run, but {label} "
                     "cannot select it as installed"
@@ -241,8 +312,9 @@ def _knobs(
         notes.append(f"{label} picks {chosen} by itself: nothing to set, only conflicts to unset")
     elif knob.deprecated:
         notes.append(f"{knob.name} is deprecated but is the only knob for {chosen} in {label}")
-    unset = [k.name for k in era.env_knobs() if knob is None or k.name != knob.name]
-    unset += [v for v in era.conflicts if v not in unset and (knob is None or v != knob.name)]
+    keep = {knob.name, *(name for name, _ in knob.also)} if knob is not None else set()
+    unset = [k.name for k in era.env_knobs() if k.name not in keep]
+    unset += [v for v in era.conflicts if v not in unset and v not in keep]
     return Resolution(
         chosen=chosen,
         knob=knob,

@@ -91,7 +91,8 @@ def fault_run(prefetched: Callable[..., FakeRun]) -> FakeRun:
 # `PREFETCH = {"fixture_name": compute}` (compute takes an empty directory of its own; this
 # file's own `PREFETCH` holds `fault_run`); when a collected test uses one, it is started in one
 # background thread as soon as collection ends, so its waiting overlaps the tests before it
-# (pytest itself keeps only one core busy). The fixture then calls
+# (a lone pytest keeps only one core busy; under pytest-xdist, see below, nothing is started
+# early). The fixture then calls
 # `prefetched(__name__, "fixture_name", compute)`, which waits for that result (an exception is
 # re-raised there), or computes it in place when nothing was started (the module run alone
 # with -k, say). Only jobs that print nothing to our stdout and whose timing is measured inside
@@ -111,6 +112,10 @@ _PREFETCH_STATE: dict[str, Any] = {}
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly or os.environ.get("FP4DOCTOR_NO_PREFETCH"):
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Under pytest-xdist every worker collects every test but runs only some: a prefetch
+        # here would run each job once per worker. The workers' own parallelism does its work.
         return
     jobs: dict[tuple[str, str], Callable[[Path], Any]] = {}
     for item in session.items:
@@ -168,3 +173,110 @@ def prefetched(
         return result
 
     return take
+
+
+# --- every JSON document fp4doctor writes in a test matches its schema (fp4doctor/schemas) -----
+
+# The commands whose JSON output has a published schema, and which schema. A command that writes
+# JSON and is not listed here has no schema yet: the hook below cannot check it.
+COMMAND_SCHEMAS = {"probe": "facts", "check": "report", "advisories": "advisories", "env": "env"}
+
+
+@functools.cache
+def _schema_validator(kind: str, version: int) -> Any:
+    import jsonschema
+
+    from fp4doctor import schemas
+
+    return jsonschema.Draft202012Validator(
+        schemas.load(kind, version), format_checker=jsonschema.FormatChecker()
+    )
+
+
+def schema_errors(document: Any, kind: str | None = None) -> list[str]:
+    """Why `document` does not match its schema (`kind`'s, else the one it names by its shape,
+    `schemas.kind_of`), at the version its `schema_version` names; empty when it matches."""
+    from fp4doctor import schemas
+
+    try:
+        if kind is None:
+            kind, version = schemas.kind_of(document)
+        else:
+            version = document.get("schema_version", 1) if isinstance(document, dict) else 1
+            version = version if isinstance(version, int) else 1  # the schema says what is wrong
+        validator = _schema_validator(kind, version)
+    except schemas.UnknownDocument as exc:
+        return [str(exc)]
+    return [
+        f"{kind}-v{version} at {e.json_path}: {e.message[:300]}"
+        for e in validator.iter_errors(document)
+    ]
+
+
+def _json_command(argv: Any) -> str | None:
+    """The schema of what an fp4doctor command line writes, when it asks for JSON on stdout."""
+    if not isinstance(argv, (list, tuple)) or not all(isinstance(a, str) for a in argv):
+        return None
+    args = list(argv)
+    at = [i for i, a in enumerate(args) if a == "fp4doctor" or a.endswith("/fp4doctor")]
+    wants = "--json" in args or any(
+        args[i] in ("--shell", "--format") and args[i + 1] == "json" for i in range(len(args) - 1)
+    )
+    if not at or not wants or "--help" in args or "-h" in args or at[0] + 1 >= len(args):
+        return None
+    return COMMAND_SCHEMAS.get(args[at[0] + 1])
+
+
+@pytest.fixture(autouse=True)
+def json_output_matches_its_schema(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Validates every JSON document a test has fp4doctor write with a command of
+    COMMAND_SCHEMAS: in process (`cli.write` with kind "json", under click's context: CliRunner
+    and direct calls) and from `subprocess.run` of an fp4doctor command line with `--json`,
+    `--format json` or `--shell json`. A mismatch fails the test at teardown, not inside the
+    command (where it would read as an exit code the test may expect)."""
+    import click
+
+    from fp4doctor import cli
+
+    found: list[str] = []
+
+    def check(text: Any, kind: str, where: str) -> None:
+        import json
+
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        if not isinstance(text, str) or not text.strip():
+            return
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            found.append(f"{where}: not JSON: {exc}")
+            return
+        found.extend(f"{where}: {e}" for e in schema_errors(document, kind))
+
+    write = cli.write
+
+    def checked_write(text: str, *, kind: str = "text") -> None:
+        ctx = click.get_current_context(silent=True)
+        schema = COMMAND_SCHEMAS.get(ctx.info_name or "") if ctx is not None else None
+        if kind == "json" and schema is not None:
+            check(text, schema, f"fp4doctor {ctx.info_name if ctx else ''} (in process)")
+        write(text, kind=kind)
+
+    run = subprocess.run
+
+    def checked_run(*args: Any, **kwargs: Any) -> Any:
+        done = run(*args, **kwargs)
+        argv = args[0] if args else kwargs.get("args")
+        schema = _json_command(argv)
+        if schema is not None:
+            check(done.stdout, schema, " ".join(argv))
+        return done
+
+    checked_write.__wrapped__ = write  # type: ignore[attr-defined]
+    checked_run.__wrapped__ = run  # type: ignore[attr-defined]
+    monkeypatch.setattr(cli, "write", checked_write)
+    monkeypatch.setattr(subprocess, "run", checked_run)
+    yield
+    if found:
+        pytest.fail("JSON output that does not match its schema:\n" + "\n".join(found[:10]))

@@ -159,7 +159,24 @@ class FlakyFake(Fake):
         return call
 
 
+@dataclass(frozen=True)
+class SlowImportFake(Fake):
+    """FAKE: a library whose import takes `seconds` (a real FlashInfer import takes 1-2 s on an
+    H200 host, once per worker), then answers right."""
+
+    name: str = "fake-slow-import"
+    behaviour: Callable[[Case, torch.Tensor], object] = lambda case, out: out.copy_(_ref(case, out))
+    seconds: float = 3.5
+
+    def load(self) -> str:
+        label = super().load()
+        time.sleep(self.seconds)
+        return label
+
+
 FAKES = (
+    SlowImportFake(),
+    SlowImportFake("fake-hung-import", seconds=600.0),
     Fake("fake-wrong", _wrong),
     Fake("fake-30x-small", _too_small),
     Fake("fake-unwritten", _half_unwritten),

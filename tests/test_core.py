@@ -188,7 +188,8 @@ def test_an_unreadable_version_is_none_not_an_exception() -> None:
 
 
 def test_diagnose_returns_an_immutable_report_with_one_outcome() -> None:
-    report = diagnose(Question(facts_file=str(HOSTS / "b200.json")))
+    # The dense linear family (this fixture's MoE family is NOT READY as set: tests/test_moe.py)
+    report = diagnose(Question(facts_file=str(HOSTS / "b200.json"), family="linear"))
     assert report.outcome is Outcome.READY and report.ready
     assert report.outcome.exit_code == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -204,7 +205,9 @@ def test_a_version_older_than_the_profile_covers_gets_no_verdict() -> None:
 
 
 def test_a_version_newer_than_the_profile_knows_is_judged_and_said() -> None:
-    report = diagnose(Question(facts_file=str(HOSTS / "b200.json"), engine_version="0.99"))
+    report = diagnose(
+        Question(facts_file=str(HOSTS / "b200.json"), engine_version="0.99", family="linear")
+    )
     assert report.outcome is Outcome.READY
     assert "newer than this profile knows" in (report.evaluation.engine.note or "")
 

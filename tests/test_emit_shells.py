@@ -30,7 +30,7 @@ from fp4doctor.emit import EmitError, Exports, emit
 
 pytestmark = pytest.mark.shells
 
-EXAMPLES = int(os.environ.get("FP4DOCTOR_SHELL_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("FP4DOCTOR_SHELL_EXAMPLES", "25"))  # a deep run: 1000
 CANARY = "CANARY"
 
 # Names a knob could have: upper, lower, leading underscore, and a *PATH name (fish treats

@@ -147,16 +147,24 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 
 def test_check_turns_a_broken_torch_into_an_error_finding(broken_torch: BrokenTorch) -> None:
     done = fp4doctor_cli(
-        "check", "--target", "vllm", "--json", pythonpath=broken_torch.site, extra_env=NO_GPU
+        "check",
+        "--target",
+        "vllm",
+        "--json",
+        "--smoke",
+        pythonpath=broken_torch.site,
+        extra_env=NO_GPU,
     )
     assert done.returncode == 1, done.stderr  # not ready (no GPU visible), not a crash
     assert "Traceback" not in done.stderr
     report = json.loads(done.stdout)
-    (smoke,) = [f for f in report["findings"] if f["id"].startswith("smoke.")]
-    assert smoke["id"] == "smoke.emulation.cpu"
-    assert smoke["status"] == "error"
-    assert smoke["reason"] == f"emulation on cpu: import torch failed: {broken_torch.message}"
-    assert broken_torch.message in smoke["details"]["library_error"]  # the worker's traceback
+    smokes = {f["id"]: f for f in report["findings"] if f["id"].startswith("smoke.")}
+    assert sorted(smokes) == ["smoke.emulation-moe.cpu", "smoke.emulation.cpu"]  # both families
+    for adapter in ("emulation", "emulation-moe"):
+        smoke = smokes[f"smoke.{adapter}.cpu"]
+        assert smoke["status"] == "error"
+        assert smoke["reason"] == f"{adapter} on cpu: import torch failed: {broken_torch.message}"
+        assert broken_torch.message in smoke["details"]["library_error"]  # the worker's traceback
     # Only the worker imported it; the doctor itself never did.
     importers = broken_torch.importers()
     assert importers

@@ -147,14 +147,14 @@ def test_after_the_out_of_memory_cases_the_rest_still_runs_and_nothing_is_left(
 def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
     tmp_path: Path,
 ) -> None:
-    """fake: on a CPU host `check` runs only `emulation`, here a labelled hanging stand-in
+    """fake: on a CPU host `check --smoke` runs only `emulation`, a labelled hanging stand-in
     (smoke_fakes.HANGING_EMULATION), so there is a live run to interrupt."""
     token = uuid.uuid4().hex
     env = fake_env(tmp_path)
     env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:HANGING_EMULATION"
     env[TOKEN_ENV] = token
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fp4doctor", "check", "--target", "vllm", "--json"],
+        [sys.executable, "-m", "fp4doctor", "check", "--target", "vllm", "--json", "--smoke"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

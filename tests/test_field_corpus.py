@@ -45,6 +45,8 @@ def _param(case: Any) -> object:
         return pytest.param(case, id=case.id)
     why = f"needs {' and '.join(case.needs)}" if case.needs else "knowable from host facts"
     reason = f"not caught yet ({why}): {case.link}"
+    if case.unknowable:
+        reason = f"unknowable: {case.unknowable}: {case.link}"
     return pytest.param(case, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
 
 
@@ -90,3 +92,19 @@ def test_subprocess_agrees_with_in_process_run() -> None:
     assert proc.returncode == in_process.exit_code
     via_subprocess = corpus.judge_case(case, corpus.Run(proc.returncode, proc.stdout + proc.stderr))
     assert via_subprocess.caught, via_subprocess.explain()
+
+
+def test_unknowable_is_a_reason_and_excludes_caught(tmp_path: Path) -> None:
+    """`unknowable: <why>` parses as the reason; empty, or beside `caught_since`, is refused."""
+    import yaml
+
+    case = next(c for c in CASES if c.unknowable)
+    assert not case.in_scope and case.caught_since is None
+    data = yaml.safe_load(case.path.read_text(encoding="utf-8"))
+    cases_dir = tmp_path / "cases"
+    cases_dir.mkdir()
+    path = cases_dir / case.path.name
+    for bad, message in (({"unknowable": " "}, "sentence"), ({"caught_since": "x"}, "not")):
+        path.write_text(yaml.safe_dump({**data, **bad}), encoding="utf-8")
+        with pytest.raises(corpus.CaseError, match=message):
+            corpus.parse_case(path)

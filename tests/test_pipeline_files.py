@@ -342,7 +342,7 @@ AVAILABLE = [reader for reader in READERS if missing(reader) is None]
 
 @pytest.mark.skipif(not {"dash", "bash"} & set(AVAILABLE), reason="neither dash nor bash here")
 @settings(
-    max_examples=40,
+    max_examples=int(os.environ.get("FP4DOCTOR_SHELL_EXAMPLES", "15")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],

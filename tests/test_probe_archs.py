@@ -14,6 +14,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import textwrap
 import time
 from importlib import metadata
@@ -432,16 +433,30 @@ def test_the_kind_passes_where_the_module_was_built_for_the_gpu() -> None:
 
 
 @pytest.mark.parametrize(
-    ("archs_", "versions", "measured"),
+    ("archs_", "versions", "ok", "measured"),
     [
-        (None, {"vllm": "0.22.0"}, "vllm/_C.abi3.so was not scanned"),
-        (CompiledArchs(error="not an ELF file"), {"vllm": "0.22.0"}, "could not be read: not an"),
-        (CompiledArchs(), {"vllm": "0.22.0"}, "carries no CUDA kernels"),
-        (CompiledArchs(["sm_120"]), {}, "vllm is not installed"),
+        # What could not be looked at is said and passed: an old snapshot, a file the install
+        # does not list (an editable build, a renamed module), a distribution not installed.
+        (None, {"vllm": "0.22.0"}, True, "vllm/_C.abi3.so not checked: the facts carry no scan"),
+        (
+            CompiledArchs(error="vllm 0.22.0 installed no file _C.abi3.so"),
+            {"vllm": "0.22.0"},
+            True,
+            "not checked: vllm 0.22.0 installed no file _C.abi3.so",
+        ),
+        (CompiledArchs(["sm_120"]), {}, True, "not checked: vllm is not installed"),
+        # A module that is there and wrong fails.
+        (
+            CompiledArchs(error="not an ELF file", path="/x/_C.abi3.so"),
+            {"vllm": "0.22.0"},
+            False,
+            "could not be read: not an",
+        ),
+        (CompiledArchs(path="/x/_C.abi3.so"), {"vllm": "0.22.0"}, False, "carries no CUDA kernels"),
     ],
 )
-def test_the_kind_fails_what_it_cannot_verify(
-    archs_: CompiledArchs | None, versions: dict[str, str], measured: str
+def test_the_kind_fails_only_what_it_read(
+    archs_: CompiledArchs | None, versions: dict[str, str], ok: bool, measured: str
 ) -> None:
     host = facts.load(HOSTS / "rtx5090.json")
     host = dataclasses.replace(
@@ -450,7 +465,38 @@ def test_the_kind_fails_what_it_cannot_verify(
         packages=dataclasses.replace(host.packages, versions=versions),
     )
     check = CompiledArch(VLLM_C).check(context(host), host.gpus[0])
-    assert not check.ok and measured in check.measured
+    assert check.ok is ok and measured in check.measured
+
+
+@pytest.mark.parametrize(
+    ("sass", "ptx", "cc", "runs"),
+    [
+        (["sm_120"], ["compute_120"], 120, None),  # '12.0+PTX': no FP4 instructions anywhere
+        (["sm_120", "sm_120a"], [], 120, "sm_120a"),
+        (["sm_120f"], [], 121, "sm_120f"),  # the family covers GB10
+        (["sm_120a"], [], 121, None),  # arch-specific: 12.0 only
+        (["sm_100a"], [], 103, None),  # vLLM issue #56548's build on a B300
+        (["sm_100f"], ["compute_100f"], 103, "sm_100f"),
+        ([], ["compute_120a"], 120, "compute_120a"),
+    ],
+)
+def test_variant_specific_counts_only_arch_and_family_code(
+    sass: list[str], ptx: list[str], cc: int, runs: str | None
+) -> None:
+    assert runs_on(CompiledArchs(sass, ptx), cc, specific=True) == runs
+
+
+def test_a_ptx_plus_build_fails_variant_specific_and_says_how_to_rebuild() -> None:
+    host = with_archs("rtx5090", {VLLM_C: CompiledArchs(["sm_120"], ["compute_120"], None, "/x")})
+    host = dataclasses.replace(
+        host, packages=dataclasses.replace(host.packages, versions={"vllm": "0.20.1"})
+    )
+    plain, specific = CompiledArch(VLLM_C), CompiledArch(VLLM_C, specific=True)
+    assert plain.check(context(host), host.gpus[0]).ok  # sm_120 runs the other kernels
+    check = specific.check(context(host), host.gpus[0])
+    assert not check.ok
+    assert check.required == "vllm/_C.abi3.so with sm_120a or family (f) code for sm_120"
+    assert "TORCH_CUDA_ARCH_LIST='12.0a'" in (specific.default_fix(context(host)) or "")
 
 
 def test_the_kind_without_a_gpu() -> None:
@@ -501,6 +547,21 @@ PROFILE = textwrap.dedent(
 def test_the_kind_is_registered_parsed_and_its_modules_found(tmp_path: Path) -> None:
     assert kinds.get("compiled_arch") is CompiledArch
     prof = parse(PROFILE, "archdemo.yaml", profile.load_module)
+    specific = PROFILE.replace(
+        "- compiled_arch: vllm/_C.abi3.so\n",
+        "- compiled_arch: vllm/_C.abi3.so\n      variant: specific\n",
+    )
+    found = parse(specific, "archdemo.yaml", profile.load_module).requirements()
+    kinds_ = [c.kind for r in found for c in (r, *r.children)]
+    assert CompiledArch(VLLM_C, specific=True) in kinds_
+    with pytest.raises(
+        ProfileError, match=r"archdemo\.yaml:10: .*variant.* not one of: any, specific"
+    ):
+        parse(
+            specific.replace("variant: specific", "variant: sm_120a"),
+            "archdemo.yaml",
+            profile.load_module,
+        )
     assert modules_read(prof) == ["vllm/_C.abi3.so", "vllm/_moe_C.abi3.so"]
     assert "vllm" in prof.packages()
     for bad in ("vllm", "vllm/", "/_C.so", "vllm/../x.so"):
@@ -540,10 +601,30 @@ def nvcc() -> str:
     return found
 
 
-def build(tmp_path: Path, *gencode: str) -> Path:
-    source = tmp_path / "tiny.cu"
-    source.write_text("__global__ void tiny(float *x) { x[threadIdx.x] += 1.0f; }\n")
-    out = tmp_path / f"libtiny_{abs(hash(gencode))}.so"
+TINY = "__global__ void tiny(float *x) { x[threadIdx.x] += 1.0f; }\n"
+# The same kernel and a host function that launches it and returns the CUDA error (0: ran;
+# 209: cudaErrorNoKernelImageForDevice). nvcc links the runtime statically: only the driver needed.
+LAUNCHER = TINY + textwrap.dedent(
+    """\
+    extern "C" int launch_tiny(void) {
+        float *x = 0;
+        cudaError_t e = cudaMalloc(&x, 32 * sizeof(float));
+        if (e != cudaSuccess) return (int)e;
+        tiny<<<1, 32>>>(x);
+        e = cudaGetLastError();
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        cudaFree(x);
+        return (int)e;
+    }
+    """
+)
+NO_KERNEL_IMAGE = 209
+
+
+def build(tmp_path: Path, *gencode: str, source_text: str = TINY) -> Path:
+    source = tmp_path / f"tiny_{abs(hash((gencode, source_text)))}.cu"
+    source.write_text(source_text)
+    out = tmp_path / f"libtiny_{abs(hash((gencode, source_text)))}.so"
     command = [nvcc(), *gencode, "-shared", "-Xcompiler", "-fPIC", "-o", str(out), str(source)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
@@ -555,6 +636,39 @@ def build(tmp_path: Path, *gencode: str) -> Path:
 def test_a_module_built_for_sm90_only(tmp_path: Path) -> None:
     path = build(tmp_path, "-gencode", "arch=compute_90,code=sm_90")
     assert scan(path) == CompiledArchs(sass=["sm_90"], ptx=[])
+
+
+def launch(path: Path) -> int:
+    """The CUDA error of launching the module's kernel on GPU 0, in a child process (a CUDA fault
+    must not take the test run with it)."""
+    code = f"import ctypes; print(ctypes.CDLL({str(path)!r}).launch_tiny())"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert run.returncode == 0, run.stderr[-500:]
+    return int(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.gpu
+def test_the_scan_predicts_which_module_the_gpu_runs(tmp_path: Path) -> None:
+    """Static and live agree: a module built for this GPU runs, one built for another major
+    fails with 'no kernel image', and `runs_on` said so from the fatbin alone."""
+    from fp4doctor.probe.gpus import probe_gpus
+
+    gpus = probe_gpus(os.environ).gpus
+    if not gpus:
+        pytest.skip("NVML lists no GPU")
+    cc = gpus[0].cc
+    other = 80 if cc // 10 != 8 else 90  # SASS of another major never runs
+    own = build(tmp_path, "-gencode", f"arch=compute_{cc},code=sm_{cc}", source_text=LAUNCHER)
+    foreign = build(
+        tmp_path, "-gencode", f"arch=compute_{other},code=sm_{other}", source_text=LAUNCHER
+    )
+    assert runs_on(scan(own), cc) == f"sm_{cc}"
+    assert runs_on(scan(foreign), cc) is None
+    assert launch(own) == 0
+    assert launch(foreign) == NO_KERNEL_IMAGE
 
 
 # Building needs nvcc only, no GPU: these run wherever a CUDA toolkit is found (CUDA_HOME, PATH).
@@ -577,3 +691,70 @@ def test_variants_built_by_nvcc_match_cuobjdump(
     tool = shutil.which("cuobjdump", path=os.path.dirname(nvcc())) or find_cuobjdump()
     if tool:  # the toolkit's own reader agrees, where it is installed
         assert cuobjdump_archs(tool, path) == (base_sass(sass), ptx), found
+
+
+def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A FAKE engine distribution on sys.path, built in place: its .so sits in the package
+    directory and its RECORD omits it (as `pip install -e .` leaves it)."""
+    package = tmp_path / "fp4doctor_fake_engine"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise SystemExit('the probe must not import me')\n")
+    built = package / "_C.abi3.so"
+    built.write_bytes(fake_elf({".nv_fatbin": fake_container(fake_entry(KIND_ELF, 120))}))
+    info = tmp_path / "fp4doctor_fake_engine-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fp4doctor-fake-engine\nVersion: 0.1\n"
+    )
+    (info / "RECORD").write_text("fp4doctor_fake_engine/__init__.py,,\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return built
+
+
+def test_an_editable_build_is_found_in_its_package_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = fake_engine(tmp_path, monkeypatch)
+    assert locate("fp4doctor-fake-engine/_C.abi3.so") == built
+    found = probe_compiled_archs(["fp4doctor-fake-engine/_C.abi3.so"])
+    assert found["fp4doctor-fake-engine/_C.abi3.so"].sass == ["sm_120"]
+    assert "installed no file" in (
+        probe_compiled_archs(["fp4doctor-fake-engine/_D.so"])["fp4doctor-fake-engine/_D.so"].error
+        or ""
+    )
+
+
+# --- `fp4doctor probe` scans what the installed engine's profile names ------------------------
+
+
+def test_the_profiles_are_found_where_the_profile_package_finds_them() -> None:
+    assert archs.profiles_dir() == profile.builtin_dir()
+
+
+def test_engine_modules_come_from_the_shipped_profiles_text() -> None:
+    assert archs.engine_modules([]) == []
+    assert archs.engine_modules(["sglang", "tensorrt-llm"]) == []  # none of their rules name one
+    from_text = archs.engine_modules(["vllm"])
+    assert from_text == modules_read(profile.load("vllm"))  # the parsed profile agrees
+    assert VLLM_C in from_text
+
+
+def test_probe_scans_the_installed_engines_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_engine(tmp_path, monkeypatch)
+    shipped = tmp_path / "profiles"
+    (shipped / "common").mkdir(parents=True)
+    (shipped / "common" / "kernels.yaml").write_text(
+        "conditions:\n  built:\n    - compiled_arch: fp4doctor-fake-engine/_D.so\n"
+    )
+    (shipped / "fake.yaml").write_text(
+        "schema: 1\nengine:\n  package: fp4doctor_fake_engine\n  newest_known: '0.1'\n"
+        "include: [kernels]\nbackends:\n  x:\n    requires:\n"
+        "      - compiled_arch: 'fp4doctor-fake-engine/_C.abi3.so'  # quoted, commented\n"
+    )
+    monkeypatch.setattr(archs, "profiles_dir", lambda: shipped)
+    host = probe_host(packages=["fp4doctor-fake-engine"])
+    assert host.compiled_archs["fp4doctor-fake-engine/_C.abi3.so"].sass == ["sm_120"]
+    assert "installed no file" in (host.compiled_archs["fp4doctor-fake-engine/_D.so"].error or "")
+    assert "fp4doctor-fake-engine/_C.abi3.so" in json.loads(facts.dumps(host))["compiled_archs"]

@@ -86,6 +86,43 @@ def test_real_version_matches_the_wheel_version() -> None:
     assert lib.exists()
 
 
+def test_the_wheel_record_reading_agrees_with_cudnn_get_version() -> None:
+    """The probe takes an unchanged wheel file's version from the wheel (no child); the child
+    that loads it and asks cudnnGetVersion must say the same."""
+    lib = real_wheel_library()
+    candidate = Candidate((str(lib),), "nvidia-cudnn-cu12 wheel", str(lib))
+    loaded = read_library(candidate, NO_ENV)
+    recorded = read_library(candidate, NO_ENV, site_dirs=[REAL_PURELIB])
+    assert loaded.error is None and loaded.version == header_version(lib)
+    assert recorded == CudnnLibrary(path=str(lib), version=loaded.version, origin=candidate.origin)
+
+
+def _fake_wheel(purelib: Path, version: str, library: Path, sizes: dict[str, int]) -> None:
+    """A dist-info whose RECORD lists `library` (and the graph library) with `sizes`."""
+    info = purelib / f"nvidia_cudnn_cu12-{version}.dist-info"
+    info.mkdir(parents=True)
+    lines = [f"nvidia/cudnn/lib/{name},sha256=x,{size}" for name, size in sizes.items()]
+    (info / "RECORD").write_text("\n".join([*lines, f"{info.name}/RECORD,,"]) + "\n")
+    assert library.is_relative_to(purelib)
+
+
+@pytest.mark.parametrize("unchanged", [True, False], ids=["as-recorded", "replaced"])
+def test_a_wheel_file_is_read_from_its_record_only_when_unchanged(
+    tmp_path: Path, unchanged: bool
+) -> None:
+    """A stand-in library answering 9.8.0 inside a wheel that says 9.10.2: the RECORD's version
+    when the files have the recorded sizes, the library's own answer once one was replaced."""
+    lib_dir = tmp_path / "nvidia" / "cudnn" / "lib"
+    lib = compile_library(tmp_path, ANSWERS_9_8_0, lib_dir / "libcudnn.so.9")
+    graph = lib_dir / "libcudnn_graph.so.9"
+    graph.write_bytes(b"graph")
+    sizes = {lib.name: lib.stat().st_size, graph.name: 5 if unchanged else 6}
+    _fake_wheel(tmp_path, "9.10.2.21", lib, sizes)
+    found = probe_cudnn({}, purelib=str(tmp_path), search_path=[])
+    assert found.frontend.error is None
+    assert found.frontend.version == (91002 if unchanged else 90800)
+
+
 def test_cpu_torch_has_no_cudnn_of_its_own() -> None:
     packages = probe_packages()
     if packages.version("torch") is None or packages.torch_cuda is not None:

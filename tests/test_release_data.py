@@ -688,7 +688,7 @@ def test_sglang_auto_order_without_flashinfer(version: str) -> None:
 @pytest.mark.parametrize(
     ("version", "era_start"),
     [
-        ("0.5.3rc0", ">=0.4.10"),  # no knob yet
+        ("0.5.3rc0", ">=0.5.1"),  # no FP4 GEMM knob yet (--moe-runner-backend from 0.5.1)
         ("0.5.3rc2", ">=0.5.3rc2"),  # SGLANG_USE_CUTLASS_BACKEND_FOR_FP4_GEMM already read
         ("0.5.3", ">=0.5.3rc2"),
         ("0.5.10rc0", ">=0.5.10rc0"),  # 0.5.10's order, 0.5.8's knobs

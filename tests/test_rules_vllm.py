@@ -231,7 +231,7 @@ def test_hopper_0_15_says_vllm_alone_would_crash() -> None:
 
 def test_h200_style_hopper_refuses_every_native_backend_with_the_cc_reason() -> None:
     ev = judge("h100")
-    for name, backend in VLLM.backends.items():
+    for name, backend in ev.profile.backends.items():
         verdict = ev.verdicts[name]
         if backend.native:
             assert not verdict.valid, name

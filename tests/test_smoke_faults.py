@@ -16,7 +16,7 @@ import pytest
 from processes import still_alive as _still_alive
 from smoke_fakes import CRASHES, HAS_TORCH, NO_TORCH, WRONG_ANSWERS, FakeRun, fake_env, run_fakes
 
-from fp4doctor.smoke import SmokeResult, run_smoke
+from fp4doctor.smoke import Prestarted, SmokeResult, run_smoke
 from fp4doctor.smoke import runner as smoke_runner
 
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
@@ -185,6 +185,94 @@ def test_no_process_outlives_the_run(
     # the out-of-memory cases'), and the hang's own child.
     assert len(pids) == processes
     assert _still_alive(pids) == []
+
+
+# --- start-up and GEMM budgets ----------------------------------------------------------------
+
+
+@needs_torch
+def test_a_slow_library_import_is_start_up_not_the_gemms_timeout(tmp_path: Path) -> None:
+    """A 3.5 s import under a 2 s --smoke-timeout: the import has the start-up budget, so the
+    adapter passes and the next one shares its worker (no restart paying start-up again)."""
+    run = run_fakes(["fake-slow-import", "fake-where"], tmp_path, timeout_s=2.0)
+    assert [(r.adapter, r.status) for r in run.results] == [
+        ("fake-slow-import", "pass"),
+        ("fake-where", "skip"),
+    ]
+    workers = {pids[0] for name, pids in _recorded(tmp_path).items() if "child" not in name}
+    assert len(workers) == 1
+
+
+@needs_torch
+def test_a_hung_library_import_is_killed_at_the_start_up_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(smoke_runner, "IMPORT_TIMEOUT_S", 3.0)
+    t0 = time.monotonic()
+    run = run_fakes(["fake-hung-import", "fake-where"], tmp_path, timeout_s=2.0)
+    assert time.monotonic() - t0 < 30
+    r = run["fake-hung-import"]
+    assert (r.status, r.reason) == (
+        "error",
+        "importing its library did not finish within 3 s; the worker was killed",
+    )
+    # The next adapter ran in a fresh worker (its GEMM budget may not fit a loaded host).
+    assert run["fake-where"].reason != r.reason
+
+
+# --- a worker prestarted while the probe and the rules run ------------------------------------
+
+
+@needs_torch
+def test_a_prestarted_worker_takes_the_first_job(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    prestarted = Prestarted(env=env)
+    pid = prestarted._worker.pid  # type: ignore[union-attr]
+    results = run_smoke(["fake-where", "fake-wrong"], [], env=env, prestarted=prestarted)
+    assert [(r.adapter, r.status) for r in results] == [
+        ("fake-where", "skip"),
+        ("fake-wrong", "fail"),
+    ]
+    # Both ran in the prestarted worker, with the job's CUDA_VISIBLE_DEVICES ('' on the CPU).
+    assert results[0].reason == "where: CUDA_VISIBLE_DEVICES=''"
+    assert {pids[0] for pids in _recorded(tmp_path, "fake-").values()} == {pid}
+    assert _still_alive([pid]) == []
+
+
+def test_an_unused_or_unfitting_prestarted_worker_is_killed(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    unused = Prestarted(env=env)
+    unfitting = Prestarted(env=env, allow_jit=True)  # a run without JIT cannot use it
+    pids = [w.pid for w in (unused._worker, unfitting._worker) if w is not None]
+    unused.close()
+    run_smoke(["no-such-adapter"], [], env=env, prestarted=unfitting)
+    assert len(pids) == 2 and _still_alive(pids) == []
+
+
+@needs_torch
+def test_diagnose_prestarts_a_worker_on_a_gpu_host_and_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAKE GPU host: the driver's GPU list is a temporary directory with one entry."""
+    from fp4doctor import doctor, smoke
+
+    gpus = tmp_path / "gpus"
+    (gpus / "0000:01:00.0").mkdir(parents=True)
+    monkeypatch.setattr(doctor, "DRIVER_GPUS", str(gpus))
+    pids: list[int] = []
+
+    class Spy(Prestarted):
+        def __init__(self, **kwargs: bool) -> None:
+            super().__init__(**kwargs)
+            assert self._worker is not None
+            pids.append(self._worker.pid)
+
+    monkeypatch.setattr(smoke, "Prestarted", Spy)
+    doctor.diagnose(doctor.Question(target="vllm", smoke=None))
+    assert len(pids) == 1  # started, then taken by the live run or closed unused
+    assert _still_alive(pids) == []
+    doctor.diagnose(doctor.Question(target="vllm", smoke=False))
+    assert len(pids) == 1  # --no-smoke: none
 
 
 # --- the protocol ----------------------------------------------------------------------------

@@ -6,8 +6,10 @@
 
 Caught: the doctor exits with the expected code and names everything the case expects (the rule
 in tests/field/corpus.py, shared with tests/test_field_corpus.py). Knowable: the case's `needs`
-is empty, so host facts alone tell what is wrong. It also lists cases whose `caught_since` no
-longer matches the outcome, the ones to flip in the YAML.
+is empty, so host facts alone tell what is wrong. In scope: the case has no `unknowable: <why>`
+(outside what a pre-flight can know even with the model); those are counted apart and listed with
+their reason. It also lists cases whose `caught_since` no longer matches the outcome, the ones to
+flip in the YAML.
 """
 
 from __future__ import annotations
@@ -53,11 +55,23 @@ def summarise(verdicts: Sequence[Any]) -> dict[str, Any]:
             by_need[need][0] += v.caught
             by_need[need][1] += 1
     knowable = [v for v in verdicts if v.case.knowable]
+    in_scope = [v for v in verdicts if v.case.unknowable is None]
+    in_scope_needs: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for v in in_scope:
+        for need in v.case.needs or ("none",):
+            in_scope_needs[need][0] += v.caught
+            in_scope_needs[need][1] += 1
     return {
         "caught": sum(v.caught for v in verdicts),
         "total": len(verdicts),
         "caught_knowable": sum(v.caught for v in knowable),
         "knowable": len(knowable),
+        "caught_in_scope": sum(v.caught for v in in_scope),
+        "in_scope": len(in_scope),
+        "in_scope_by_needs": {
+            k: {"caught": c, "total": t} for k, (c, t) in sorted(in_scope_needs.items())
+        },
+        "unknowable": {v.case.id: v.case.unknowable for v in verdicts if v.case.unknowable},
         "by_category": {k: {"caught": c, "total": t} for k, (c, t) in sorted(by_category.items())},
         "by_needs": {k: {"caught": c, "total": t} for k, (c, t) in sorted(by_need.items())},
         "stale_flags": [
@@ -81,12 +95,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"caught / total:    {_rate(summary['caught'], summary['total'])}")
     print(f"caught / knowable: {_rate(summary['caught_knowable'], summary['knowable'])}")
+    print(f"caught / in scope: {_rate(summary['caught_in_scope'], summary['in_scope'])}")
     print("\nby category:")
     for name, n in summary["by_category"].items():
         print(f"  {name:<12} {_rate(n['caught'], n['total'])}")
     print("\nby needs:")
     for name, n in summary["by_needs"].items():
         print(f"  {name:<12} {_rate(n['caught'], n['total'])}")
+    print("\nby needs, in scope (cases marked unknowable left out):")
+    for name, n in summary["in_scope_by_needs"].items():
+        print(f"  {name:<12} {_rate(n['caught'], n['total'])}")
+    if summary["unknowable"]:
+        print(f"\nunknowable ({len(summary['unknowable'])}: out of what fp4doctor models):")
+        for case_id, why in summary["unknowable"].items():
+            print(f"  {case_id}: {why}")
     if summary["stale_flags"]:
         print("\ncaught_since to update (outcome changed):")
         for case_id in summary["stale_flags"]:

@@ -1,14 +1,59 @@
 """From a resolution to what `env` exports and `config` writes: the knob's variable, or its flag
-or argument carried in the engine's args variable (`FP4DOCTOR_VLLM_ARGS`)."""
+or argument carried in the engine's args variable (`FP4DOCTOR_VLLM_ARGS`).
+
+An engine runs several FP4 GEMM families (dense linear, MoE), each resolved on its own;
+`settings` puts their knobs together, so that one `eval` or one config file switches them all.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fp4doctor.emit.exports import Exports
 from fp4doctor.profile.model import Profile
 from fp4doctor.resolve import Resolution
 
 
-def exports_for(profile: Profile, resolution: Resolution, label: str) -> tuple[Exports, list[str]]:
+@dataclass(frozen=True)
+class Settings:
+    """The knobs of every family's choice together (the same fields as a `Resolution`)."""
+
+    chosen: str
+    set_env: tuple[tuple[str, str], ...] = ()
+    unset_env: tuple[str, ...] = ()
+    cli_args: tuple[tuple[str, str], ...] = ()
+    config: tuple[tuple[str, str], ...] = ()
+    arguments: tuple[tuple[str, str], ...] = ()
+    # The config keys as the options YAML holds them: a one-element list, or a scalar.
+    options: tuple[tuple[str, object], ...] = ()
+
+
+def settings(resolutions: Sequence[Resolution]) -> Settings:
+    """One family's knobs after another's, in the order given; a variable one family sets is
+    never unset for another (vLLM 0.22's MoE variables stay when the linear choice unsets its
+    own)."""
+    set_env = tuple(pair for r in resolutions for pair in r.set_env)
+    names = {n for n, _ in set_env}
+    unset = tuple(dict.fromkeys(n for r in resolutions for n in r.unset_env if n not in names))
+    return Settings(
+        chosen=", ".join(str(r.chosen) for r in resolutions),
+        set_env=set_env,
+        unset_env=unset,
+        cli_args=tuple(pair for r in resolutions for pair in r.cli_args),
+        config=tuple(pair for r in resolutions for pair in r.config),
+        arguments=tuple(pair for r in resolutions for pair in r.arguments),
+        options=tuple(
+            (key, value if r.knob is not None and r.knob.scalar else [value])
+            for r in resolutions
+            for key, value in r.config
+        ),
+    )
+
+
+def exports_for(
+    profile: Profile, resolution: Resolution | Settings, label: str
+) -> tuple[Exports, list[str]]:
     """The variables to set and unset, and the notes that say how to use them (for stderr).
 
     A flag is written as one word, `--linear-backend=flashinfer_cudnn`: a shell that does not

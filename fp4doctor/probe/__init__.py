@@ -24,6 +24,8 @@ from fp4doctor.facts import (
     ToolchainFacts,
     canonical_name,
 )
+from fp4doctor.probe.archs import engine_modules
+from fp4doctor.probe.cudart import probe_cudart
 from fp4doctor.probe.cudnn import probe_cudnn
 from fp4doctor.probe.environment import probe_environment
 from fp4doctor.probe.gpus import GpuReport, probe_gpus
@@ -31,14 +33,14 @@ from fp4doctor.probe.packages import PACKAGES, probe_packages
 from fp4doctor.probe.toolchain import probe_toolchain
 from fp4doctor.probe.triton import probe_triton_ptxas
 
-__all__ = ["probe_host", "with_compiled_archs", "with_packages"]
+__all__ = ["in_background", "probe_host", "with_compiled_archs", "with_packages"]
 
 T = TypeVar("T")
 
 
 def probe_compiled_archs(modules: Iterable[str]) -> dict[str, CompiledArchs]:
-    """probe/archs.py's, imported on first use: it needs `importlib.metadata` (20 ms of imports),
-    which a probe with no modules to scan (`fp4doctor probe`) never does."""
+    """probe/archs.py's; with no module to scan (no engine installed, no rule naming one) it
+    returns at once, and `importlib.metadata` (20 ms of imports) is never loaded."""
     wanted = list(modules)
     if not wanted:
         return {}
@@ -68,11 +70,15 @@ def probe_host(
     wanted = list(dict.fromkeys([*PACKAGES, *packages]))
     found = guarded("packages", lambda: probe_packages(names=wanted), PackageFacts())
     # The cuDNN reader and `nvcc --version` are subprocesses: let them run while NVML answers.
-    cudnn_pending = _in_background(lambda: probe_cudnn(env, found))
-    toolchain_pending = _in_background(lambda: with_triton(probe_toolchain(env), env))
-    wanted_modules = list(modules)  # usually none: no thread then
+    cudnn_pending = in_background(lambda: probe_cudnn(env, found))
+    toolchain_pending = in_background(lambda: with_triton(probe_toolchain(env), env))
+    # The profile's modules, and those the installed engine's shipped profile names, so that
+    # `probe --json` carries what `check` reads (usually none without an engine: no thread then).
+    no_modules: list[str] = []
+    named = guarded("compiled_archs", lambda: engine_modules(found.versions), no_modules)
+    wanted_modules = list(dict.fromkeys([*modules, *named]))
     archs_pending = (
-        _in_background(lambda: probe_compiled_archs(wanted_modules))
+        in_background(lambda: probe_compiled_archs(wanted_modules))
         if wanted_modules
         else lambda: probe_compiled_archs(())
     )
@@ -88,6 +94,7 @@ def probe_host(
     toolchain = guarded("toolchain", toolchain_pending, ToolchainFacts())
     no_archs: dict[str, CompiledArchs] = {}
     compiled_archs = guarded("compiled_archs", archs_pending, no_archs)
+    cudart = guarded("cudart", lambda: probe_cudart(env), None)
 
     return HostFacts(
         fp4doctor_version=__version__,
@@ -104,6 +111,7 @@ def probe_host(
         env=variables,
         probe_errors=errors,
         compiled_archs=compiled_archs,
+        cudart=cudart,
     )
 
 
@@ -153,7 +161,7 @@ def with_compiled_archs(host: HostFacts, modules: Iterable[str]) -> HostFacts:
     return dataclasses.replace(host, compiled_archs={**host.compiled_archs, **more})
 
 
-def _in_background(work: Callable[[], T]) -> Callable[[], T]:
+def in_background(work: Callable[[], T]) -> Callable[[], T]:
     """Start `work` on a thread; the returned function waits for it and returns or raises."""
     outcome: dict[str, Any] = {}
 

@@ -26,15 +26,23 @@ cuDNN 9.28's compute_120f PTX). cuobjdump names a family cubin by its base archi
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from fp4doctor.facts import CompiledArchs
+from fp4doctor.facts import CompiledArchs, canonical_name
 
-__all__ = ["Entry", "FatbinError", "entries", "locate", "probe_compiled_archs", "scan"]
+__all__ = [
+    "Entry",
+    "FatbinError",
+    "engine_modules",
+    "entries",
+    "locate",
+    "probe_compiled_archs",
+    "scan",
+]
 
 RUNTIME_SECTION = ".nv_fatbin"  # what the CUDA runtime registers and loads from
 
@@ -248,6 +256,8 @@ def locate(module: str) -> Path:
     `nvidia-cudnn-cu12/lib/libcudnn_ops.so.9` is that wheel's `nvidia/cudnn/lib/libcudnn_ops.so.9`.
     Raises LookupError with the reason when there is no such file.
     """
+    from importlib import metadata  # 20 ms of imports: only where there is a module to find
+
     dist_name, _, rest = module.partition("/")
     if not dist_name or not rest:
         raise LookupError(f"{module!r} is not DIST/PATH")
@@ -259,9 +269,29 @@ def locate(module: str) -> Path:
         f for f in dist.files or () if f.as_posix() == rest or f.as_posix().endswith("/" + rest)
     ]
     if not matches:
-        raise LookupError(f"{dist_name} {dist.version} installed no file {rest}")
+        built = _in_package_dir(dist_name, rest)
+        if built is None:
+            raise LookupError(f"{dist_name} {dist.version} installed no file {rest}")
+        return built
     best = min(matches, key=lambda f: (len(f.parts), f.as_posix()))
     return Path(str(dist.locate_file(best)))
+
+
+def _in_package_dir(dist_name: str, rest: str) -> Path | None:
+    """`rest` in the directory of the distribution's top-level package, for an editable or
+    in-place build (`pip install -e .`), whose file list names no compiled module. `find_spec`
+    of a top-level name finds the directory without running the package's code."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(dist_name.replace("-", "_"))
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for candidate in (Path(base) / rest, Path(base).parent / rest):
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 def probe_compiled_archs(modules: Iterable[str]) -> dict[str, CompiledArchs]:
@@ -277,3 +307,48 @@ def probe_compiled_archs(modules: Iterable[str]) -> dict[str, CompiledArchs]:
         archs = scan(path)
         found[module] = CompiledArchs(archs.sass, archs.ptx, archs.error, str(path))
     return found
+
+
+# --- which modules the installed engine's rules read, for `fp4doctor probe` ---------------------
+
+# A `compiled_arch: DIST/PATH` rule, an `include: [NAME, ...]` line and an engine's `package:` in a
+# profile's text. `probe` reads the shipped profiles this way rather than parsing them: the parser
+# and its imports cost 0.3 s, and nothing is judged here, only which files to scan.
+_MODULE_RULE = re.compile(r"^[ \t-]*compiled_arch:[ \t]*[\"']?([^\s\"'#]+)", re.M)
+_INCLUDE = re.compile(r"^include:[ \t]*\[([^\]]*)\]", re.M)
+_ENGINE_PACKAGE = re.compile(
+    r"^engine:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+package:[ \t]*(\S+)", re.M
+)
+
+
+def profiles_dir() -> Path:
+    """The shipped profiles, found as `fp4doctor.profile.builtin_dir` finds them (a test keeps
+    the two in step) without importing the profile package."""
+    here = Path(__file__).resolve().parent.parent
+    packaged = here / "_profiles"
+    return packaged if packaged.is_dir() else here.parent / "profiles"
+
+
+def engine_modules(installed: Iterable[str], directory: Path | None = None) -> list[str]:
+    """The `compiled_arch` modules named by each shipped profile whose engine package is among
+    `installed` (canonical names), its included modules' too; [] when no engine is installed."""
+    base = profiles_dir() if directory is None else directory
+    wanted = set(installed)
+    found: list[str] = []
+    for path in sorted(base.glob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        engine = _ENGINE_PACKAGE.search(text)
+        if engine is None or canonical_name(engine.group(1).strip("\"'")) not in wanted:
+            continue
+        texts = [text]
+        for include in _INCLUDE.findall(text):
+            for name in (n.strip().strip("\"'") for n in include.split(",")):
+                try:
+                    texts.append((base / "common" / f"{name}.yaml").read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError):
+                    continue
+        found += [m for body in texts for m in _MODULE_RULE.findall(body)]
+    return list(dict.fromkeys(found))

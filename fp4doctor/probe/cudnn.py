@@ -12,6 +12,12 @@ the same search as cudnn-frontend's `_dlopen_cudnn` (python/cudnn/__init__.py, 1
 4. `libcudnn.so.9`, then `libcudnn.so`, by name. FlashInfer and the engines import torch first,
    and a CUDA torch has by then loaded its own libcudnn.so.9, which a by-name load returns.
 
+A library that an installed nvidia-cudnn wheel put there, unchanged, is not loaded at all: the
+wheel's RECORD lists the file and its size, and the wheel's version is the version the library
+reports (9.28.0.42 -> 92800; `tests/test_probe_cudnn.py` checks both readings agree). That
+skips the reader below (50-400 ms, most of the probe on a host with the wheel). Any other file,
+or a wheel file whose size differs from its RECORD (replaced, truncated), is read as follows.
+
 The call runs in a short-lived child interpreter, for two reasons. cuDNN 9's `libcudnn.so.9` is
 a small shim, but `cudnnGetVersion` makes it load `libcudnn_graph.so.9`, whose static
 constructors page in about 50 MiB; kept out of the doctor's process, that cost is paid once
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -107,7 +114,7 @@ def probe_cudnn(
         torch_candidate = torch_cudnn(packages.torch_cuda, dirs, installed)
 
     frontend_candidate = frontend_cudnn(env, site, installed, torch_candidate)
-    frontend = read_library(frontend_candidate, env, timeout)
+    frontend = read_library(frontend_candidate, env, timeout, [site, *dirs])
 
     torch_library: CudnnLibrary | None = None
     if (
@@ -115,7 +122,7 @@ def probe_cudnn(
         and torch_candidate.path is not None
         and not _same_file(torch_candidate.path, frontend.path)
     ):
-        torch_library = read_library(torch_candidate, env, timeout)
+        torch_library = read_library(torch_candidate, env, timeout, [site, *dirs])
     return CudnnFacts(frontend=frontend, torch=torch_library)
 
 
@@ -187,11 +194,20 @@ def torch_cudnn(
 
 
 def read_library(
-    candidate: Candidate, environ: Mapping[str, str], timeout: float = READ_TIMEOUT_S
+    candidate: Candidate,
+    environ: Mapping[str, str],
+    timeout: float = READ_TIMEOUT_S,
+    site_dirs: Sequence[str] = (),
 ) -> CudnnLibrary:
-    """Load the candidate in a child interpreter and ask it `cudnnGetVersion`."""
+    """The version of the candidate: its wheel's, when an nvidia-cudnn wheel in one of
+    `site_dirs` installed that file unchanged (`recorded_version`); otherwise load it in a
+    child interpreter and ask it `cudnnGetVersion`."""
     if candidate.error is not None:
         return CudnnLibrary(path=candidate.path, origin=candidate.origin, error=candidate.error)
+    if candidate.path is not None:
+        recorded = recorded_version(candidate.path, site_dirs)
+        if recorded is not None:
+            return CudnnLibrary(path=candidate.path, version=recorded, origin=candidate.origin)
     child_env = dict(os.environ)
     if "LD_LIBRARY_PATH" in environ:
         child_env["LD_LIBRARY_PATH"] = environ["LD_LIBRARY_PATH"]
@@ -234,6 +250,60 @@ def read_library(
         return failed(rest)
     tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
     return failed(f"reading {shown} failed (exit {done.returncode}): {tail}")
+
+
+_CUDNN_DIST_INFO = re.compile(r"nvidia_cudnn_cu1\d-(\d+)\.(\d+)\.(\d+)[^-]*\.dist-info$")
+# The shim forwards cudnnGetVersion to the graph library beside it: both must be the wheel's.
+_VERSION_FILES = ("libcudnn_graph.so.9",)
+
+
+def recorded_version(path: str, site_dirs: Sequence[str]) -> int | None:
+    """cuDNN's integer version of `path` when an installed nvidia-cudnn-cu12/-cu13 wheel put it
+    there unchanged: the wheel's RECORD lists the file (and the graph library that answers
+    `cudnnGetVersion` for it) with the size it has now. None when no single wheel does."""
+    real = os.path.realpath(path)
+    answers: set[int] = set()
+    for site_dir in dict.fromkeys(os.path.realpath(d) for d in site_dirs if d):
+        relative = os.path.relpath(real, site_dir)
+        if relative.startswith(".."):
+            continue
+        try:
+            names = os.listdir(site_dir)
+        except OSError:
+            continue
+        for name in names:
+            matched = _CUDNN_DIST_INFO.match(name)
+            if matched is None:
+                continue
+            sizes = _record_sizes(os.path.join(site_dir, name, "RECORD"))
+            folder = os.path.dirname(relative)
+            wanted = [relative, *(os.path.join(folder, f) for f in _VERSION_FILES)]
+            if all(_same_size(sizes.get(w), os.path.join(site_dir, w)) for w in wanted):
+                major, minor, patch = (int(x) for x in matched.groups())
+                answers.add(major * (10000 if major >= 9 else 1000) + minor * 100 + patch)
+    return answers.pop() if len(answers) == 1 else None
+
+
+def _record_sizes(record: str) -> dict[str, int]:
+    """A wheel RECORD's `path,hash,size` lines as path -> size (lines without a size left out)."""
+    sizes: dict[str, int] = {}
+    try:
+        with open(record, encoding="utf-8") as handle:
+            for line in handle:
+                file, _, rest = line.rstrip("\n").partition(",")
+                size = rest.rpartition(",")[2]
+                if size.isdigit():
+                    sizes[os.path.normpath(file)] = int(size)
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return sizes
+
+
+def _same_size(recorded: int | None, path: str) -> bool:
+    try:
+        return recorded is not None and os.stat(path).st_size == recorded
+    except OSError:
+        return False
 
 
 def _wheel_origin(path: str, installed: Mapping[str, str]) -> str:

@@ -31,7 +31,7 @@ def builtin_dir() -> Path:
 
 
 # Data files beside the profiles that are not targets.
-NOT_TARGETS = frozenset({"advisories"})
+NOT_TARGETS = frozenset({"advisories", "shapes"})
 
 
 def builtin_names() -> list[str]:

@@ -3,8 +3,7 @@ version boundary, attached to the backends it names in every profile that has th
 
 An entry becomes an `Advisory` whose conditions are ordinary requirements (the bad package's
 versions, the compute capabilities, the extra `when` packages), so the rules judge it like any
-other rule. Only the dense linear family is judged today; MoE entries are listed by
-`fp4doctor advisories` but attach to no linear backend.
+other rule. Each entry judges the backends of its own family (dense linear or MoE).
 """
 
 from __future__ import annotations
@@ -158,17 +157,20 @@ def _text_or_null(node: Node) -> str | None:
 
 
 def attach(prof: Profile, issues: tuple[KnownIssue, ...]) -> Profile:
-    """`prof` with each linear-family issue added to the advisories of the backends it names."""
+    """`prof` with each issue added to the advisories of the backends it names, in its family:
+    a MoE issue naming `flashinfer-trtllm` goes to the MoE backend of that name, alias or
+    `-moe` name (`flashinfer-trtllm-moe`), never to the linear one."""
     backends = dict(prof.backends)
     for issue in issues:
-        if issue.family != FAMILY_LINEAR or not issue.applies_to(prof.target):
+        if not issue.applies_to(prof.target):
             continue
         for name in issue.backends:
-            if name in backends:
-                b = backends[name]
-                backends[name] = dataclasses.replace(
-                    b, advisories=(*b.advisories, issue.advisory())
-                )
+            for key, b in backends.items():
+                named = b.name in (name, f"{name}-{b.family}") or name in b.aliases
+                if b.family == issue.family and named:
+                    backends[key] = dataclasses.replace(
+                        b, advisories=(*b.advisories, issue.advisory())
+                    )
     if backends == prof.backends:
         return prof
     return dataclasses.replace(prof, backends=backends)

@@ -13,6 +13,8 @@ from packaging.specifiers import SpecifierSet
 
 from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.model import (
+    FAMILY_LINEAR,
+    FAMILY_TITLES,
     KNOB_ARGUMENT,
     KNOB_CLI,
     KNOB_CONFIG,
@@ -44,9 +46,19 @@ def render(profile: Profile) -> str:
     """The Markdown page for one profile (deterministic: the same profile gives the same text)."""
     out: list[str] = []
     out += _header(profile)
-    out += _backends_section(profile)
-    out += _knob_table(profile)
-    out += _eras_section(profile)
+    families = profile.families()
+    if len(families) > 1:
+        titles = ", ".join(f"the {FAMILY_TITLES[f]}" for f in families)
+        out += [
+            f"Families: {titles}. Each has its own backends, knobs and automatic order, "
+            "and is judged and chosen on its own (`--family` narrows a check to one).",
+            "",
+        ]
+    for family in families:
+        view = profile.view(family)
+        out += _backends_section(view)
+        out += _knob_table(view)
+        out += _eras_section(view)
     out += _conditions_section(profile)
     out += _variables_section(profile)
     return "\n".join(out).rstrip("\n") + "\n"
@@ -169,9 +181,20 @@ def _header(profile: Profile) -> list[str]:
     return out
 
 
+def _section(profile: Profile, title: str) -> str:
+    """A section heading; the MoE family's say so (`## MoE family: backends`)."""
+    if profile.family in (None, FAMILY_LINEAR):
+        return f"## {title}"
+    return f"## MoE family: {title[0].lower()}{title[1:]}"
+
+
+def _what(profile: Profile) -> str:
+    return "FP4 GEMM" if profile.family in (None, FAMILY_LINEAR) else "FP4 MoE"
+
+
 def _backends_section(profile: Profile) -> list[str]:
     out = [
-        "## Backends",
+        _section(profile, "Backends"),
         "",
         "Listed in fp4doctor's order of preference (used when the engine's own automatic "
         "order gives nothing valid).",
@@ -221,7 +244,7 @@ def _advisory_bullet(advisory: Advisory) -> str:
 def _knob_table(profile: Profile) -> list[str]:
     names = profile.backend_names()
     out = [
-        "## Which knob selects each backend, by version",
+        _section(profile, "Which knob selects each backend, by version"),
         "",
         "Several knobs in one cell are listed from the highest precedence down. "
         "“—”: no knob selects it in those versions.",
@@ -244,13 +267,13 @@ def _knob_table(profile: Profile) -> list[str]:
 
 
 def _eras_section(profile: Profile) -> list[str]:
-    out = ["## Eras", ""]
+    out = [_section(profile, "Eras"), ""]
     for era in profile.eras:
-        out += _era_detail(era)
+        out += _era_detail(era, _what(profile))
     return out
 
 
-def _era_detail(era: Era) -> list[str]:
+def _era_detail(era: Era, what: str = "FP4 GEMM") -> list[str]:
     out = [f"### {versions_text(era.versions)}", ""]
     if era.note:
         out += [era.note + ("" if era.note.endswith(".") else "."), ""]
@@ -259,13 +282,17 @@ def _era_detail(era: Era) -> list[str]:
         out += [_knob_bullet(k) for k in era.knobs]
         out.append("")
     else:
-        out += ["No knob selects the FP4 GEMM backend.", ""]
+        out += [f"No knob selects the {what} backend.", ""]
     out += ["Automatic order (what the engine picks when left alone; the first step that holds):"]
     out.append("")
     if era.auto:
         out += [f"{i}. {_auto_step(step)}" for i, step in enumerate(era.auto, 1)]
     else:
-        out += ["Nothing: the engine has no FP4 GEMM here."]
+        out += [
+            "Nothing: the engine has no FP4 GEMM here."
+            if what == "FP4 GEMM"
+            else f"Nothing: no {what} backend is picked by itself here (the caller chooses one)."
+        ]
     out.append("")
     if era.reads:
         out += ["Also reads: " + ", ".join(_code(v) for v in era.reads) + ".", ""]
@@ -319,8 +346,9 @@ def _named_conditions(profile: Profile) -> dict[str, tuple[Requirement, ...]]:
             walk(req.children)
 
     for era in profile.eras:
-        for step in era.auto:
-            walk(step.conditions)
+        for sub in (era, *(e for _, e in era.families)):
+            for step in sub.auto:
+                walk(step.conditions)
     return found
 
 
@@ -349,6 +377,7 @@ def _variables_section(profile: Profile) -> list[str]:
         "| --- | --- |",
     ]
     for var in profile.variables.values():
-        out.append(f"| {_code(var.name)} | {_cell(var.note)} |")
+        family = "" if var.family == FAMILY_LINEAR else f"({var.family}) "
+        out.append(f"| {_code(var.name)} | {family}{_cell(var.note)} |")
     out.append("")
     return out

@@ -6,6 +6,7 @@ is the only place that knows the YAML spelling.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -119,6 +120,14 @@ class Advisory:
         return self.effect in (EFFECT_CRASH, EFFECT_WRONG_OUTPUT)
 
 
+# The FP4 GEMM families an engine runs: the dense linear layers and the fused MoE experts. Each
+# has its own backends, knobs and automatic order, and is judged and resolved on its own.
+FAMILY_LINEAR = "linear"
+FAMILY_MOE = "moe"
+FAMILIES = (FAMILY_LINEAR, FAMILY_MOE)
+FAMILY_TITLES = {FAMILY_LINEAR: "dense linear FP4 GEMM", FAMILY_MOE: "fused-MoE FP4 GEMM"}
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
@@ -128,6 +137,7 @@ class Backend:
     smoke: tuple[str, ...] = ()  # smoke adapter names that exercise this backend's library call
     requires: tuple[Requirement, ...] = ()
     advisories: tuple[Advisory, ...] = ()
+    family: str = FAMILY_LINEAR
 
 
 # Knob kinds: how a user tells the engine which backend to use.
@@ -157,6 +167,10 @@ class Knob:
     note: str | None = None
     on_invalid: str | None = None
     source: str | None = None
+    # Variables that must be set with it for it to be read at all (vLLM reads
+    # VLLM_FLASHINFER_MOE_BACKEND only with VLLM_USE_FLASHINFER_MOE_FP4=1): (name, value).
+    also: tuple[tuple[str, str], ...] = ()
+    scalar: bool = False  # a config key that takes one value (moe_config.backend), not a list
 
     def backend_for(self, value: str) -> str | None:
         """Which backend a set value selects (None for an unknown value)."""
@@ -175,7 +189,8 @@ class Knob:
         if self.kind == KNOB_ENV:
             return f"{self.name}={value}"
         if self.kind == KNOB_CONFIG:
-            return f"{self.name}: [{value}] in the options YAML"
+            shown = value if self.scalar else f"[{value}]"
+            return f"{self.name}: {shown} in the options YAML"
         if self.kind == KNOB_ARGUMENT:
             return f"{self.name}={value!r}"
         return f"{self.name} {value}"
@@ -201,6 +216,15 @@ class Era:
     note: str | None = None
     source: str | None = None
     line: int = 0
+    # The other families' knobs and automatic order over the same versions (the era's own
+    # fields are the linear family's): (family, era), each inheriting from the era before.
+    families: tuple[tuple[str, Era], ...] = ()
+
+    def of_family(self, family: str) -> Era | None:
+        """This era as one family sees it; None when the era says nothing of that family."""
+        if family == FAMILY_LINEAR:
+            return self
+        return dict(self.families).get(family)
 
     def selecting_knob(self, backend: str) -> Knob | None:
         """The knob to write for `backend`: a settable general selector (a choice knob) before
@@ -234,6 +258,7 @@ class Variable:
     name: str
     note: str
     means: str | None = None  # the backend a user means by setting it to a true value
+    family: str = FAMILY_LINEAR
 
 
 @dataclass(frozen=True)
@@ -247,6 +272,41 @@ class Profile:
     includes: tuple[str, ...] = ()  # shared modules (profiles/common/) its conditions come from
     source: str | None = None
     path: str = "<profile>"
+    family: str | None = None  # set on one family's view (`view`); None: the whole file
+
+    def families(self) -> list[str]:
+        """The FP4 GEMM families this profile describes, linear first: those with backends."""
+        present = {b.family for b in self.backends.values()}
+        return [f for f in FAMILIES if f in present]
+
+    def view(self, family: str) -> Profile:
+        """The profile as one family sees it: its backends, its variables, and each era's knobs
+        and automatic order for it (an era that says nothing of it has none). The variables the
+        other families' knobs read count as read, so the lint leaves them to their own family."""
+        if self.family is not None:
+            if self.family != family:
+                raise ValueError(f"a {self.family} view has no {family} family")
+            return self
+        eras = []
+        for era in self.eras:
+            own = era.of_family(family) or Era(versions=era.versions, knobs=(), auto=())
+            others: set[str] = set()
+            for name, sub in ((FAMILY_LINEAR, era), *era.families):
+                if name != family:
+                    others |= sub.read_variables()
+            reads = (*own.reads, *sorted(others - set(own.reads)))
+            eras.append(
+                dataclasses.replace(
+                    own, versions=era.versions, line=era.line, families=(), reads=reads
+                )
+            )
+        return dataclasses.replace(
+            self,
+            backends={n: b for n, b in self.backends.items() if b.family == family},
+            eras=tuple(eras),
+            variables={n: v for n, v in self.variables.items() if v.family == family},
+            family=family,
+        )
 
     def requirements(self) -> list[Requirement]:
         """Every top-level rule: the engine's, the backends' and their advisories', and the
@@ -257,8 +317,9 @@ class Profile:
             for advisory in backend.advisories:
                 reqs.extend(advisory.conditions)
         for era in self.eras:
-            for step in era.auto:
-                reqs.extend(step.conditions)
+            for sub in (era, *(e for _, e in era.families)):
+                for step in sub.auto:
+                    reqs.extend(step.conditions)
         return reqs
 
     def packages(self) -> set[str]:

@@ -22,6 +22,8 @@ from fp4doctor.profile.kinds.base import VAR_RE
 from fp4doctor.profile.model import (
     EFFECT_WARN,
     EFFECTS,
+    FAMILIES,
+    FAMILY_LINEAR,
     KNOB_KINDS,
     Advisory,
     AutoStep,
@@ -112,7 +114,9 @@ def _advisory(node: Node, named: Conditions) -> Advisory:
 def _backend(name: str, node: Node, named: Conditions) -> Backend:
     if not NAME_RE.match(name):
         raise node.error("backend names are lower-case letters, digits, '-', '_' and '.'")
-    fields = node.mapping(("summary", "native", "aliases", "smoke", "requires", "advisories"))
+    fields = node.mapping(
+        ("summary", "native", "family", "aliases", "smoke", "requires", "advisories")
+    )
     requires = _requirements(fields["requires"], named) if "requires" in fields else ()
     seen: dict[str, Requirement] = {}
     for req in requires:
@@ -133,6 +137,7 @@ def _backend(name: str, node: Node, named: Conditions) -> Backend:
         advisories=tuple(_advisory(n, named) for n in fields["advisories"].sequence())
         if "advisories" in fields
         else (),
+        family=optional(fields, "family", lambda n: n.choice(FAMILIES)) or FAMILY_LINEAR,
     )
 
 
@@ -141,6 +146,8 @@ def _backend(name: str, node: Node, named: Conditions) -> Backend:
 _KNOB_KEYS = (
     *KNOB_KINDS,
     "values",
+    "also",
+    "scalar",
     "type",
     "bool_style",
     "case_sensitive",
@@ -185,8 +192,33 @@ def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None
         note=optional(fields, "note", Node.text),
         on_invalid=optional(fields, "on_invalid", Node.text),
         source=optional(fields, "source", Node.text),
+        also=_also(fields.get("also"), kind),
+        scalar=_scalar(fields.get("scalar"), kind),
     )
     return knob, optional(fields, "before", Node.text)
+
+
+def _scalar(node: Node | None, kind: str) -> bool:
+    """`scalar: true`: a config key that takes one value, not a one-element list."""
+    if node is None:
+        return False
+    if kind != "config":
+        raise node.error("only a config knob can be scalar")
+    return node.boolean()
+
+
+def _also(node: Node | None, kind: str) -> tuple[tuple[str, str], ...]:
+    """`also: {VAR: value}`: variables an env knob is read only with."""
+    if node is None:
+        return ()
+    if kind != "env":
+        raise node.error("only an env knob can need other variables set with it")
+    out = []
+    for name, value in node.mapping().items():
+        if not VAR_RE.match(name):
+            raise value.error(f"{name!r} is not a valid environment variable name")
+        out.append((name, value.text()))
+    return tuple(out)
 
 
 def _auto_step(node: Node, backends: Mapping[str, Backend], named: Conditions) -> AutoStep:
@@ -223,17 +255,46 @@ def _merge_knobs(
     return tuple(merged)
 
 
-_ERA_KEYS = ("versions", "knobs", "drop", "auto", "conflicts", "reads", "note", "source")
+_FAMILY_KEYS = ("knobs", "drop", "auto", "conflicts", "reads", "note", "source")
+_OTHER_FAMILIES = tuple(f for f in FAMILIES if f != FAMILY_LINEAR)
+_ERA_KEYS = ("versions", *_FAMILY_KEYS, *_OTHER_FAMILIES)
 
 
 def _era(
     node: Node, backends: Mapping[str, Backend], named: Conditions, previous: Era | None
 ) -> Era:
-    """One era. After the first, `knobs`, `auto`, `conflicts` and `reads` default to the era
-    before's: `knobs` lists only the knobs that change or arrive (`drop` names those removed),
-    `auto`, `conflicts` and `reads` replace the inherited list when given. `note` and `source`
-    are the era's own."""
+    """One era: its own keys are the linear family's; a key named after another family (`moe:`)
+    holds that family's knobs and automatic order, which inherit from that family's block in
+    the eras before (the first block of a family states its `auto`)."""
     fields = node.mapping(_ERA_KEYS)
+    versions = required(fields, "versions", node).specifier()
+    linear = {n: b for n, b in backends.items() if b.family == FAMILY_LINEAR}
+    era = _era_body(fields, node, linear, named, previous, versions)
+    families: list[tuple[str, Era]] = []
+    for family in _OTHER_FAMILIES:
+        before = previous.of_family(family) if previous is not None else None
+        own = {n: b for n, b in backends.items() if b.family == family}
+        if family in fields:
+            sub_node = fields[family]
+            sub = _era_body(sub_node.mapping(_FAMILY_KEYS), sub_node, own, named, before, versions)
+            families.append((family, dataclasses.replace(sub, line=sub_node.line)))
+        elif before is not None:
+            families.append((family, dataclasses.replace(before, versions=versions, note=None)))
+    return dataclasses.replace(era, families=tuple(families))
+
+
+def _era_body(
+    fields: Mapping[str, Node],
+    node: Node,
+    backends: Mapping[str, Backend],
+    named: Conditions,
+    previous: Era | None,
+    versions: SpecifierSet,
+) -> Era:
+    """One family's part of an era. After the first, `knobs`, `auto`, `conflicts` and `reads`
+    default to the era before's: `knobs` lists only the knobs that change or arrive (`drop`
+    names those removed), `auto`, `conflicts` and `reads` replace the inherited list when
+    given. `note` and `source` are the era's own."""
     if previous is None and "drop" in fields:
         raise fields["drop"].error("the first era has no knobs to drop")
     if previous is None and "auto" not in fields:
@@ -250,7 +311,7 @@ def _era(
     knob_nodes = fields["knobs"].sequence() if "knobs" in fields else []
     auto = fields.get("auto")
     return Era(
-        versions=required(fields, "versions", node).specifier(),
+        versions=versions,
         knobs=_merge_knobs(knob_nodes, inherited, backends),
         auto=tuple(_auto_step(n, backends, named) for n in auto.sequence()) if auto else base.auto,
         conflicts=fields["conflicts"].texts() if "conflicts" in fields else base.conflicts,
@@ -396,12 +457,17 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
     backends = {name: _backend(name, n, named) for name, n in backends_node.mapping().items()}
     if not backends:
         raise backends_node.error("should declare at least one backend")
-    names: dict[str, str] = {}
+    # A name or alias means one backend of its family; across families it may repeat
+    # (`--prefer cutlass` means the linear and the MoE CUTLASS backend at once).
+    names: dict[tuple[str, str], str] = {}
     for b in backends.values():
         for name in (b.name, *b.aliases):
-            if name in names and names[name] != b.name:
+            key = (b.family, name)
+            other = backends.get(name)
+            clash = names.get(key) or (other.name if other and other.family == b.family else None)
+            if clash is not None and clash != b.name:
                 raise backends_node.error(f"name or alias '{name}' is used by two backends")
-            names[name] = b.name
+            names[key] = b.name
 
     eras_node = required(fields, "eras", root)
     eras: list[Era] = []
@@ -416,13 +482,21 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         for name, n in fields["variables"].mapping().items():
             if not VAR_RE.match(name):
                 raise n.error("is not a valid environment variable name")
-            vf = n.mapping(("note", "means"))
+            vf = n.mapping(("note", "means", "family"))
             means = optional(vf, "means", Node.text)
             if means is not None and means not in backends:
                 raise vf["means"].error(
                     f"names no backend of this profile (valid: {', '.join(backends)})"
                 )
-            variables[name] = Variable(name=name, note=required(vf, "note", n).text(), means=means)
+            family = optional(vf, "family", lambda n: n.choice(FAMILIES))
+            if means is not None and family is not None and backends[means].family != family:
+                raise vf["family"].error(f"contradicts 'means: {means}' (a {means} variable)")
+            variables[name] = Variable(
+                name=name,
+                note=required(vf, "note", n).text(),
+                means=means,
+                family=family or (backends[means].family if means else FAMILY_LINEAR),
+            )
 
     return Profile(
         target=target,

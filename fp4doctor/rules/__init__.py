@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from fp4doctor import facts as F
 from fp4doctor.findings import Finding, Status, apply_ignores
 from fp4doctor.profile.kinds import Context
-from fp4doctor.profile.model import Era, Profile
+from fp4doctor.profile.model import FAMILY_LINEAR, Era, Profile
 from fp4doctor.rules import live
 from fp4doctor.rules.backends import (
     Verdict,
@@ -71,6 +71,11 @@ class Evaluation:
     @property
     def engine_label(self) -> str:
         return f"{self.profile.title} {self.engine.version}"
+
+    @property
+    def family(self) -> str:
+        """The FP4 GEMM family judged (the profile is that family's view)."""
+        return self.profile.family or FAMILY_LINEAR
 
     @property
     def engine_auto(self) -> str | None:
@@ -153,9 +158,12 @@ def evaluate(
     override_version: str | None = None,
     live_results: Sequence[SmokeResult] = (),
     ignore: Iterable[str] = (),
+    family: str = FAMILY_LINEAR,
 ) -> Evaluation:
-    """Judge every backend of `profile` on `host` (with the live results, when any ran), and
-    lint the environment. `ignore` downgrades the named failures to warnings, here only."""
+    """Judge every backend of one FP4 GEMM family of `profile` on `host` (with the live results,
+    when any ran), and lint the environment's variables of that family. `ignore` downgrades the
+    named failures to warnings, here only."""
+    profile = profile.view(family)
     engine = engine_version(profile, host, override_version)
     era, engine = era_for(profile, engine)
     versions = dict(host.packages.versions)

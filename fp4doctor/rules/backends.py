@@ -38,7 +38,7 @@ class Verdict:
                 blocking.setdefault(re.sub(r"\.gpu\d+$", "", f.id), f)
         return sorted(
             blocking.values(),
-            key=lambda f: (".compute_capability" not in f.id, not f.id.endswith(".knob")),
+            key=lambda f: ("compute_capability" not in f.id, not f.id.endswith(".knob")),
         )
 
     def first_problem(self) -> Finding | None:

@@ -39,7 +39,22 @@ def lint(
         if name in era_vars:
             rank, knob = era_vars[name]
             selected = _lint_knob(knob, value, fid, engine_label, findings)
-            if selected is not None:
+            missing = [(n, v) for n, v in knob.also if ctx.env.get(n) != v]
+            if selected is not None and missing:
+                # vLLM reads VLLM_FLASHINFER_MOE_BACKEND only with VLLM_USE_FLASHINFER_MOE_FP4=1.
+                needed = " and ".join(f"{n}={v}" for n, v in missing)
+                findings[:] = [f for f in findings if not (f.id == fid and f.status is Status.PASS)]
+                findings.append(
+                    Finding(
+                        f"{fid}.unread",
+                        Status.WARN,
+                        f"{name}={value} has no effect in {engine_label}: it is read only with "
+                        f"{needed}",
+                        fix=f"export {needed}, or unset {name}",
+                        source=knob.source,
+                    )
+                )
+            elif selected is not None:
                 selections.append((rank, Selection(selected, name, value, knob.note)))
         elif name in era.read_variables():
             continue
@@ -67,7 +82,10 @@ def lint(
     if not selections:
         return findings, None
     winner = selections[0][1]
+    companions = {n for n, _ in era_vars[winner.variable][1].also}
     for _, loser in selections[1:]:
+        if loser.variable in companions:  # set with the winner so that it is read at all
+            continue
         findings.append(
             Finding(
                 f"env.{loser.variable}.overridden",

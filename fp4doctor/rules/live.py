@@ -17,6 +17,27 @@ if TYPE_CHECKING:
     from fp4doctor.smoke.result import SmokeResult
 
 
+# Without a GPU, one CPU run per family checks fp4doctor's own NVFP4 pipeline (no engine backend).
+CPU_ADAPTERS = {"linear": "emulation", "moe": "emulation-moe"}
+
+
+def owned(profile: Profile, results: Sequence[SmokeResult], *, first: bool) -> list[SmokeResult]:
+    """The results that belong to one family's view: those of its backends' adapters, and the
+    CPU run of its own pipeline; a result no family owns goes to the `first` family."""
+    adapters = {a for b in profile.backends.values() for a in b.smoke}
+    family = profile.family or "linear"
+    cpu_own = CPU_ADAPTERS.get(family)
+    out = []
+    for r in results:
+        if r.gpu is None:
+            mine = r.adapter == cpu_own or (first and r.adapter not in CPU_ADAPTERS.values())
+        else:
+            mine = r.adapter in adapters
+        if mine:
+            out.append(r)
+    return out
+
+
 def adapters_to_run(profile: Profile, verdicts: Mapping[str, Verdict], force: bool) -> list[str]:
     """Smoke adapters of the backends the rules call valid (all backends with --force)."""
     names: list[str] = []

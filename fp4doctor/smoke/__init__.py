@@ -14,9 +14,16 @@ import importlib.util
 
 from fp4doctor.smoke.adapters import ADAPTERS
 from fp4doctor.smoke.result import SmokeResult
-from fp4doctor.smoke.runner import SmokeInterrupted, run_smoke
+from fp4doctor.smoke.runner import Prestarted, SmokeInterrupted, run_smoke
 
-__all__ = ["ADAPTERS", "SmokeInterrupted", "SmokeResult", "run_smoke", "torch_available"]
+__all__ = [
+    "ADAPTERS",
+    "Prestarted",
+    "SmokeInterrupted",
+    "SmokeResult",
+    "run_smoke",
+    "torch_available",
+]
 
 
 def torch_available() -> bool:

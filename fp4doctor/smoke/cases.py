@@ -9,17 +9,23 @@ problem, and the reference owes nothing to the device under test.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
 
+from fp4doctor.checkpoint import smoke as model_smoke
 from fp4doctor.smoke import nvfp4
 
-SHAPES: tuple[tuple[int, int, int], ...] = ((128, 256, 512), (7, 256, 512), (48, 384, 256))
+DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = ((128, 256, 512), (7, 256, 512), (48, 384, 256))
 """(m, n, k). N and K are multiples of 128 for every backend's constraints (trtllm's weight
 shuffle, cute-dsl/b12x alignment); m = 7 needs the scale rows padded (to 128, or to 8 in
 trtllm's 8x4 layout) and m = 48 takes trtllm's 128x4 path (8x4 is used for m <= 32).
 The first shape is the one timed."""
+
+# With --model, the model's own per-rank shapes, which the parent puts in the worker's
+# environment (fp4doctor/checkpoint/smoke.py).
+SHAPES = model_smoke.parse(os.environ.get(model_smoke.SHAPES_ENV, "")) or DEFAULT_SHAPES
 
 SEED = 20251130
 DENSITY = 0.25  # share of nonzero inputs

@@ -102,9 +102,14 @@ def _shape_text(shape: Sequence[int]) -> str:
 
 
 def run_adapter(
-    adapter: Adapter, device: str, shapes: Sequence[tuple[int, int, int]] = SHAPES
+    adapter: Adapter,
+    device: str,
+    shapes: Sequence[tuple[int, int, int]] = SHAPES,
+    on_loaded: Callable[[], None] | None = None,
 ) -> SmokeResult:
     """Run `adapter`'s GEMM on `device` ("cpu" or "cuda") for each shape and judge it.
+    `on_loaded` is called once the library is imported, before the first GEMM: the worker
+    tells the parent, whose timeout for the GEMMs starts there (an import is start-up).
 
     The result names `device` as the worker sees it and no GPU: the parent, which knows the
     GPU, fills both in. Raises `ContextLost`, carrying the result, when a call that raised left
@@ -122,6 +127,8 @@ def run_adapter(
         return result(Status.FAIL.value, reason, library_error=text)
     if device == "cpu" and not adapter.supports_cpu:
         return result(Status.SKIP.value, f"needs a CUDA GPU ({label} imported fine)")
+    if on_loaded is not None:
+        on_loaded()
 
     ran: list[list[int]] = []
 
@@ -132,9 +139,13 @@ def run_adapter(
 
     comparisons: list[tuple[list[int], Comparison]] = []
     timed: float | None = None
+    # A MoE adapter builds its own problems (fp4doctor.smoke.moe): (tokens, hidden, inter).
+    build = getattr(adapter, "make_case", make_case)
+    if shapes is SHAPES:
+        shapes = getattr(adapter, "shapes", SHAPES)
     for m, n, k in shapes:
         shape = [m, n, k]
-        case = make_case(m, n, k, device)
+        case = build(m, n, k, device)
         out = case.new_output(device)
         ran.append(shape)
         try:

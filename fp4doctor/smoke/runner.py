@@ -33,8 +33,14 @@ from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS
 from fp4doctor.smoke.result import SmokeResult
 
 STARTUP_TIMEOUT_S = 120.0
-"""Budget for interpreter start + `import torch` + CUDA init, before the first adapter's own
-timeout starts (`import torch` alone measured 3.6–8 s on an H200 host)."""
+"""Budget for start-up: the worker's interpreter + `import torch` + CUDA init before it says
+hello (`import torch` alone measured 3.6–8 s on an H200 host). Start-up and each adapter's
+library import (`IMPORT_TIMEOUT_S`) have budgets of their own, apart from the GEMMs' (the
+user's `--smoke-timeout`): a short timeout does not kill workers that are still starting,
+and a slow start-up costs once per GPU, not once per backend."""
+IMPORT_TIMEOUT_S = 120.0
+"""Budget for an adapter's library import, between its start and loaded messages: start-up
+too (FlashInfer's import takes 1-2 s on an H200 host, once per worker)."""
 EXIT_GRACE_S = 10.0  # for a worker that said "done" to exit (CUDA teardown) before it is killed
 _POLL_S = 0.25
 WORKER_CPU_THREADS = 2  # OMP_NUM_THREADS of each worker: see worker_env
@@ -117,13 +123,13 @@ def _exit_text(rc: int | None) -> str:
 class _Worker:
     """One worker process in its own process group, with its stderr kept in a temp file."""
 
-    def __init__(self, cmd: list[str], env: Mapping[str, str]) -> None:
+    def __init__(self, cmd: list[str], env: Mapping[str, str], job_on_stdin: bool = False) -> None:
         self._lock = threading.Lock()
         # Kept open for the worker's life; closed by close().
         self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
             cmd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if job_on_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             env=dict(env),
@@ -134,6 +140,18 @@ class _Worker:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def give_job(self, device: str, visible: str, adapters: Sequence[str]) -> bool:
+        """Send a prestarted worker its job (see worker `--job-on-stdin`); False when it can no
+        longer take one (it died while starting)."""
+        job = {"device": device, "visible": visible, "adapters": list(adapters)}
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            return False
+        return True
 
     def kill(self) -> None:
         """SIGKILL the whole process group. Safe while the leader is unreaped: its pid, which
@@ -184,6 +202,50 @@ class _Worker:
 
     def close(self) -> None:
         self.stderr.close()
+
+
+def _worker_command(*arguments: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "fp4doctor.smoke.worker",
+        "--parent-pid",
+        str(os.getpid()),
+        *arguments,
+    ]
+
+
+class Prestarted:
+    """A worker started before the doctor knows its GPU and adapters: it imports torch (seconds)
+    while the probe and the rules run, then waits for its job, which `run_smoke` gives it
+    (`prestarted=`) for its first GPU. `close` ends it when no live GEMM runs after all.
+
+    Its environment is the one `run_smoke` would give a worker, but for CUDA_VISIBLE_DEVICES,
+    which the job sets before CUDA starts."""
+
+    def __init__(self, *, allow_jit: bool = False, env: Mapping[str, str] | None = None) -> None:
+        self.env = worker_env(dict(os.environ if env is None else env), "", allow_jit)
+        self._worker: _Worker | None = _Worker(
+            _worker_command("--job-on-stdin"), self.env, job_on_stdin=True
+        )
+
+    def take(self, env: Mapping[str, str]) -> _Worker | None:
+        """The worker, for a slot whose environment is `env` (None when it does not fit, or
+        was taken)."""
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return None
+        if {**env, "CUDA_VISIBLE_DEVICES": ""} != self.env:
+            self._worker = worker
+            return None
+        return worker
+
+    def close(self) -> None:
+        """Kill it if no run took it (safe to call more than once)."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.reap(0.0)
+            worker.close()
 
 
 class _LineReader:
@@ -260,6 +322,15 @@ class _Run:
             self._workers.add(worker)
             return worker
 
+    def adopt(self, worker: _Worker) -> _Worker | None:
+        """A prestarted worker, followed (and killed on stop) like a spawned one."""
+        with self._lock:
+            if self.stop.is_set():
+                worker.kill()
+                return None
+            self._workers.add(worker)
+            return worker
+
     def forget(self, worker: _Worker) -> None:
         with self._lock:
             self._workers.discard(worker)
@@ -286,6 +357,7 @@ class _SlotRun:
     order: Mapping[str, int]
     timeout_s: float
     env: Mapping[str, str]
+    prestarted: Prestarted | None = None
 
     def error(self, adapter: str, reason: str, library_error: str | None = None) -> None:
         result = SmokeResult(
@@ -311,23 +383,19 @@ class _SlotRun:
             self.fail_remaining(f"could not run the smoke worker: {type(exc).__name__}: {exc}")
 
     def one_worker(self) -> None:
-        """Start a worker for the remaining adapters and follow it until it exits or stalls."""
-        cmd = [
-            sys.executable,
-            "-m",
-            "fp4doctor.smoke.worker",
-            "--device",
-            "cpu" if self.slot.gpu is None else "cuda",
-            "--parent-pid",
-            str(os.getpid()),
-            *self.remaining,
-        ]
-        worker = self.run.spawn(cmd, self.env)
+        """Start a worker for the remaining adapters (or give the prestarted one its job) and
+        follow it until it exits or stalls."""
+        device = "cpu" if self.slot.gpu is None else "cuda"
+        worker = self._prestarted(device)
+        if worker is None:
+            cmd = _worker_command("--device", device, *self.remaining)
+            worker = self.run.spawn(cmd, self.env)
         if worker is None:
             return
         assert worker.proc.stdout is not None
         reader = _LineReader(worker.proc.stdout)
         started, in_flight, produced, timed_out, eof = False, None, 0, False, False
+        loading = False  # between an adapter's start and its library being imported
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         try:
             while not eof:
@@ -337,15 +405,19 @@ class _SlotRun:
                     if msg is None:
                         continue
                     event = msg["event"]
+                    budget = self.timeout_s  # any message is progress
                     if event == "hello":
                         started = True
                     elif event == "start":
-                        in_flight = str(msg.get("adapter"))
+                        in_flight, loading = str(msg.get("adapter")), True
+                        budget = max(IMPORT_TIMEOUT_S, self.timeout_s)  # its library's import
+                    elif event == "loaded":
+                        loading = False
                     elif event == "result":
                         self.take_result(msg)
-                        in_flight = None
+                        in_flight, loading = None, False
                         produced += 1
-                    deadline = time.monotonic() + self.timeout_s  # any message is progress
+                    deadline = time.monotonic() + budget
                 if self.run.stop.is_set():
                     break
                 if not eof and time.monotonic() >= deadline:
@@ -362,7 +434,12 @@ class _SlotRun:
         if self.run.stop.is_set():
             return
         if in_flight is not None and in_flight in self.remaining:
-            if timed_out:
+            if timed_out and loading:
+                reason = (
+                    f"importing its library did not finish within "
+                    f"{max(IMPORT_TIMEOUT_S, self.timeout_s):g} s; the worker was killed"
+                )
+            elif timed_out:
                 reason = f"timed out after {self.timeout_s:g} s; the worker was killed"
             else:
                 reason = f"crashed: {_exit_text(rc)}"
@@ -379,6 +456,18 @@ class _SlotRun:
             )
         else:
             self.fail_remaining(f"not run: the {_exit_text(rc)} before reaching it", tail)
+
+    def _prestarted(self, device: str) -> _Worker | None:
+        """The prestarted worker with this slot's job, when it fits this slot and took it."""
+        prestarted, self.prestarted = self.prestarted, None
+        worker = prestarted.take(self.env) if prestarted is not None else None
+        if worker is None:
+            return None
+        if not worker.give_job(device, self.slot.visible or "", self.remaining):
+            worker.reap(0.0)
+            worker.close()
+            return None
+        return self.run.adopt(worker)
 
     def take_result(self, msg: Mapping[str, object]) -> None:
         name = str(msg.get("adapter"))
@@ -407,6 +496,7 @@ def run_smoke(
     allow_jit: bool = False,
     env: Mapping[str, str] | None = None,
     on_result: Callable[[SmokeResult], None] | None = None,
+    prestarted: Prestarted | None = None,
 ) -> list[SmokeResult]:
     """Run each adapter's smoke GEMM on each GPU, one isolated worker per GPU, in parallel.
 
@@ -418,9 +508,27 @@ def run_smoke(
     compile kernels and download cubins (raise `timeout_s` to match: minutes).
     `on_result` is called once per result as it arrives, from worker threads, one at a time;
     if it raises, the workers are stopped and `run_smoke` re-raises that exception.
+    `prestarted` (see `Prestarted`) runs the first GPU's adapters when its environment fits;
+    it is closed here whether or not it was used.
     Returns the results ordered by GPU, then adapter. Ctrl-C raises `SmokeInterrupted` (a
     KeyboardInterrupt) carrying the finished results, after every worker is killed.
     """
+    try:
+        return _run_smoke(adapters, gpus, timeout_s, allow_jit, env, on_result, prestarted)
+    finally:
+        if prestarted is not None:
+            prestarted.close()
+
+
+def _run_smoke(
+    adapters: Sequence[str],
+    gpus: Sequence[int],
+    timeout_s: float,
+    allow_jit: bool,
+    env: Mapping[str, str] | None,
+    on_result: Callable[[SmokeResult], None] | None,
+    prestarted: Prestarted | None,
+) -> list[SmokeResult]:
     names = list(adapters)
     if not names:
         return []
@@ -432,10 +540,12 @@ def run_smoke(
         slots = [_Slot(0, None, "")]  # CPU: hide the GPUs from the worker
     order = {name: i for i, name in reversed(list(enumerate(names)))}
     run = _Run(on_result)
-    threads = []
+    threads: list[threading.Thread] = []
     for slot in slots:
         env_for_slot = worker_env(base, slot.visible or "", allow_jit)
         job = _SlotRun(run, slot, list(names), order, timeout_s, env_for_slot)
+        if slot.visible is not None and not threads:
+            job.prestarted = prestarted  # the first GPU's
         if slot.visible is None:
             job.fail_remaining(
                 f"GPU {slot.gpu} is not visible to the engine: "

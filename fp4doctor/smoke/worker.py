@@ -6,6 +6,7 @@ JSON line per event to the protocol pipe, which is the stdout it was started wit
 
     {"event": "hello", "pid": 123, "torch": "2.11.0+cu130", "device_name": ..., "cc": [9, 0]}
     {"event": "start", "adapter": "flashinfer-cudnn"}
+    {"event": "loaded", "adapter": "flashinfer-cudnn"}     (its library imported: GEMMs next)
     {"event": "result", "adapter": "flashinfer-cudnn", "status": "fail", "reason": ..., ...}
     {"event": "done"}
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import faulthandler
+import functools
 import importlib
 import json
 import os
@@ -102,28 +104,54 @@ def _send_result(proto: Channel, name: str, result: SmokeResult) -> None:
     proto.send("result", adapter=name, **fields)
 
 
+def _job_from_stdin() -> tuple[str, list[str]] | None:
+    """A prestarted worker's job: one JSON line {"device", "visible", "adapters"} on stdin,
+    sent once the doctor knows its GPU. CUDA_VISIBLE_DEVICES is set here, after `import torch`
+    and before anything initialises CUDA, which reads it then. None: no job (stdin closed)."""
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    job = json.loads(line)
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(job["visible"])
+    return str(job["device"]), [str(name) for name in job["adapters"]]
+
+
 def main(argv: list[str] | None = None) -> int:
     proto = Channel()
     faulthandler.enable(file=sys.stderr, all_threads=True)
     parser = argparse.ArgumentParser(prog="python -m fp4doctor.smoke.worker")
-    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--device", choices=("cpu", "cuda"))
     parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument(
+        "--job-on-stdin",
+        action="store_true",
+        help="import torch, then read the device and adapters from stdin (a prestarted worker)",
+    )
     parser.add_argument("adapters", nargs="*")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent_pid)
     names: list[str] = list(args.adapters)
 
+    torch_failed: Exception | None = None
     try:
         import torch
-    except Exception as exc:
+    except Exception as failed:
+        torch_failed = failed
+    if args.job_on_stdin:
+        job = _job_from_stdin()
+        if job is None:
+            return 0
+        args.device, names = job
+    if args.device is None:
+        parser.error("--device or --job-on-stdin is required")
+    if torch_failed is not None:
         proto.send("hello", pid=os.getpid(), torch=None)
-        if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
+        if isinstance(torch_failed, ModuleNotFoundError) and torch_failed.name == "torch":
             reason = f"torch is not installed for {sys.executable}"
-            _fail_all(proto, names, Status.SKIP, reason, str(exc))
+            _fail_all(proto, names, Status.SKIP, reason, str(torch_failed))
         else:  # installed but broken (a missing shared library, a failing initialiser)
-            _fail_all(
-                proto, names, Status.ERROR, f"import torch failed: {exc}", traceback.format_exc()
-            )
+            text = "".join(traceback.format_exception(torch_failed))
+            _fail_all(proto, names, Status.ERROR, f"import torch failed: {torch_failed}", text)
         proto.send("done")
         return 0
 
@@ -168,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         context_lost = False
         try:
             adapter = extra[name] if name in extra else load_adapter(name)
-            result = harness.run_adapter(adapter, device)
+            result = harness.run_adapter(
+                adapter, device, on_loaded=functools.partial(proto.send, "loaded", adapter=name)
+            )
         except harness.ContextLost as lost:
             result, context_lost = lost.result, True
         except Exception as exc:

@@ -13,6 +13,7 @@ from fp4doctor.profile.kinds.compiled_arch import CompiledArch
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_driver import CudaDriver
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
+from fp4doctor.profile.kinds.cudart_loader import CudartLoader
 from fp4doctor.profile.kinds.cudnn_backend import CudnnBackend
 from fp4doctor.profile.kinds.env import Env
 from fp4doctor.profile.kinds.ninja import Ninja
@@ -33,6 +34,7 @@ KINDS: dict[str, type[Kind]] = {
         CompiledArch,
         CudaRuntime,
         CudaDriver,
+        CudartLoader,
         Nvcc,
         Ninja,
         SameVersion,

@@ -16,6 +16,17 @@ on a GPU of compute capability X.Y (`sm_XY`) when it carries
 - or PTX the driver can compile for it: `compute_N` with N <= XY (PTX is forward compatible),
   `compute_XZf` within the family, `compute_XYa` only on X.Y. (The driver must also know that
   PTX version; that is the `cuda_driver` kind's business.)
+
+    - compiled_arch: vllm/_C.abi3.so
+      variant: specific
+
+`variant: specific` counts only arch-specific (`sm_XYa`) and family (`sm_XZf`) code, the only
+targets in which the FP4 tensor-core instructions exist (PTX ISA: `tcgen05.mma` and
+`mma...block_scale` need `sm_100a`/`sm_100f`, `sm_120a`/`sm_120f` and the like). A build made
+for plain `12.0` or `12.0+PTX` carries sm_120 code for every other kernel and none of its FP4
+ones: vLLM's CMake compiles its NVFP4 kernels only for the `a`/`f` targets and skips them
+otherwise (vLLM PR #41738). Any such code in the module stands in for its FP4 kernels: a proxy,
+not a per-kernel list (a fatbin does not name which kernel an entry holds).
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from fp4doctor.facts import CompiledArchs, Gpu
 from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
-from fp4doctor.profile.yamlnode import Node
+from fp4doctor.profile.yamlnode import Node, optional
 
 if TYPE_CHECKING:
     from fp4doctor.profile.model import Profile, Requirement
@@ -41,9 +52,13 @@ def _split(name: str) -> tuple[str, int, str] | None:
     return prefix, int(digits), rest[len(digits) :]
 
 
-def runs_on(archs: CompiledArchs, cc: int) -> str | None:
+VARIANTS = ("any", "specific")
+
+
+def runs_on(archs: CompiledArchs, cc: int, specific: bool = False) -> str | None:
     """The architecture in `archs` that a GPU of capability `cc` (major*10+minor) would run, or
-    None: exact SASS first, then older-minor SASS of its major, then PTX it can JIT."""
+    None: exact SASS first, then older-minor SASS of its major, then PTX it can JIT. With
+    `specific`, only arch-specific (`a`) and family (`f`) code counts."""
     major = cc // 10
 
     def sass_ok(number: int, suffix: str) -> bool:
@@ -59,6 +74,8 @@ def runs_on(archs: CompiledArchs, cc: int) -> str | None:
         return number <= cc
 
     candidates = [(_split(n), n) for n in archs.sass] + [(_split(n), n) for n in archs.ptx]
+    if specific:
+        candidates = [(parts, n) for parts, n in candidates if parts and parts[2] in ("a", "f")]
     exact = [n for parts, n in candidates if parts and parts[0] == "sm" and parts[1] == cc]
     if exact:
         return exact[0]
@@ -87,8 +104,10 @@ def carries(module: str, archs: CompiledArchs) -> str:
 @dataclass(frozen=True)
 class CompiledArch(Kind):
     key = "compiled_arch"
+    options = ("variant",)
 
     module: str  # DIST/PATH
+    specific: bool = False  # `variant: specific`: only `a`/`f` code counts
 
     @property
     def dist(self) -> str:
@@ -105,7 +124,8 @@ class CompiledArch(Kind):
                 "should be DIST/PATH: a distribution, then a file it installs "
                 "(e.g. vllm/_C.abi3.so)"
             )
-        return cls(module)
+        variant = optional(fields, "variant", lambda n: n.choice(VARIANTS))
+        return cls(module, specific=variant == "specific")
 
     @property
     def per_gpu(self) -> bool:
@@ -120,32 +140,53 @@ class CompiledArch(Kind):
     def wanted(self, gpu: Gpu | None) -> str:
         if gpu is None:
             return f"{self.module} built for this GPU"
+        if self.specific:
+            return f"{self.module} with sm_{gpu.cc}a or family (f) code for sm_{gpu.cc}"
         return f"{self.module} with SASS or PTX for sm_{gpu.cc}"
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:
         wanted = self.wanted(gpu)
         if gpu is None:
             return Check(False, "no NVIDIA GPU is visible", wanted)
-        if ctx.version(self.dist) is None:
-            return Check(False, f"{self.dist} is not installed", wanted)
+        # What cannot be looked at is said, not failed: a distribution that is not installed
+        # (whether it must be is the `package` kind's business; an engine judged at a version
+        # that is not here has no build to read), a snapshot from before the scan existed, or an
+        # install whose file list lacks the module (an editable or source install, or a release
+        # that renamed it). Only a module that is there and wrong refuses the GPU.
+        if ctx.facts.packages.version(self.dist) is None:
+            return Check(True, f"{self.module} not checked: {self.dist} is not installed", wanted)
         archs = ctx.facts.compiled_archs.get(self.module)
         if archs is None:
-            return Check(
-                False, f"{self.module} was not scanned (facts captured without this rule)", wanted
-            )
+            return Check(True, f"{self.module} not checked: the facts carry no scan of it", wanted)
+        if archs.error and archs.path is None:
+            return Check(True, f"{self.module} not checked: {archs.error}", wanted)
         if archs.error:
             return Check(False, f"{self.module} could not be read: {archs.error}", wanted)
         if not archs.sass and not archs.ptx:
             return Check(False, f"{self.module} carries no CUDA kernels", wanted)
         measured = f"{carries(self.module, archs)}; GPU {gpu.index} is sm_{gpu.cc}"
-        return Check(runs_on(archs, gpu.cc) is not None, measured, wanted)
+        return Check(runs_on(archs, gpu.cc, self.specific) is not None, measured, wanted)
 
     def describe(self) -> str:
+        if self.specific:
+            return (
+                f"`{self.module}` built with arch-specific or family code for the GPU "
+                "(`sm_XYa`/`sm_XYf`, where the FP4 tensor-core instructions exist)"
+            )
         return f"`{self.module}` built for the GPU (SASS for its architecture, or PTX it can JIT)"
 
     def default_fix(self, ctx: Context) -> str | None:
         archs = ctx.facts.compiled_archs.get(self.module)
-        missing = sorted({g.cc for g in ctx.gpus if archs is None or runs_on(archs, g.cc) is None})
+        missing = sorted(
+            {g.cc for g in ctx.gpus if archs is None or runs_on(archs, g.cc, self.specific) is None}
+        )
+        if self.specific:
+            listed = " ".join(f"{cc // 10}.{cc % 10}a" for cc in missing) or "X.Ya"
+            return (
+                f"install a build of {self.dist} made for the arch-specific target, or rebuild "
+                f"with TORCH_CUDA_ARCH_LIST='{listed}' (or the family target, e.g. 12.0f); "
+                "'X.Y' or 'X.Y+PTX' alone skips the FP4 kernels"
+            )
         target = " and ".join(f"sm_{cc}" for cc in missing) or "this GPU"
         return f"install a build of {self.dist} for {target} (e.g. the cu128/cu129 wheel)"
 

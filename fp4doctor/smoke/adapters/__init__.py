@@ -77,6 +77,9 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "vllm-cutlass": ("vllm_cutlass", "ADAPTER"),
     "vllm-marlin": ("vllm_marlin", "ADAPTER"),
     "torch-scaled-mm": ("torch_scaled_mm", "ADAPTER"),
+    # The MoE family: each builds its own problem (`make_case`, `shapes`: fp4doctor.smoke.moe).
+    "emulation-moe": ("emulation_moe", "ADAPTER"),
+    "flashinfer-cutlass-moe": ("flashinfer_moe", "CUTLASS"),
 }
 
 ADAPTERS: tuple[str, ...] = tuple(_REGISTRY)

@@ -1,0 +1,171 @@
+"""The model a user serves, read from its checkpoint: format, layer classes and each rank's GEMMs.
+
+    ckpt = checkpoint.load("nvidia/Llama-3.1-8B-Instruct-FP4")   # a directory or a cached repo id
+    for gemm in ckpt.gemms(tp=8):
+        print(gemm.layer.name, gemm.n, gemm.k)
+
+Only `config.json`, `hf_quant_config.json`, the shard index and safetensors headers are read,
+never tensor data. With a shard index, only the shards holding the first layer of each kind are
+opened (a 160-shard checkpoint costs a few header reads); without one, every shard's header.
+Torch-free and offline unless `hub=True` (docs/models.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fp4doctor.checkpoint.errors import CheckpointError
+from fp4doctor.checkpoint.layers import LayerClass, Scan, layer_classes, modules, scan
+from fp4doctor.checkpoint.parallel import RankGemm, per_rank
+from fp4doctor.checkpoint.quant import QuantConfig, read_quant
+from fp4doctor.checkpoint.safetensors import INDEX_NAME, TensorInfo, read_header, read_index
+from fp4doctor.checkpoint.source import Remote, load_json, locate
+
+__all__ = ["Checkpoint", "CheckpointError", "LayerClass", "RankGemm", "load"]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What fp4doctor knows of a model: where it is, its format and its layer classes."""
+
+    name: str  # as the user gave it
+    where: str  # the directory read, or hub:ORG/NAME
+    config: Mapping[str, Any]
+    quant: QuantConfig
+    layers: tuple[LayerClass, ...]
+    shards: int
+    headers_read: int
+
+    @property
+    def architecture(self) -> str:
+        archs = self.config.get("architectures")
+        if isinstance(archs, list) and archs:
+            return str(archs[0])
+        return str(self.config.get("model_type", "unknown"))
+
+    def families(self) -> list[str]:
+        """The FP4 GEMM families (linear, moe) the model's NVFP4 layers use."""
+        return sorted({layer.family for layer in self.layers if layer.fp4})
+
+    def gemms(self, tp: int = 1, ep: int = 1) -> list[RankGemm]:
+        """Each layer class's GEMM on one rank at this parallel size."""
+        return [per_rank(layer, self.config, tp, ep) for layer in self.layers]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "where": self.where,
+            "architecture": self.architecture,
+            "format": self.quant.format,
+            "format_label": self.quant.label,
+            "quant_config_file": self.quant.file,
+            "excluded": list(self.quant.excluded),
+            "shards": self.shards,
+            "headers_read": self.headers_read,
+        }
+
+
+def load(model: str, *, hub: bool = False) -> Checkpoint:
+    """Read `model` (a directory, or an ORG/NAME in the Hugging Face cache; the Hub only with
+    `hub`). Raises CheckpointError naming the file and key for a missing, partial or non-NVFP4
+    checkpoint."""
+    found = locate(model, hub=hub)
+    if isinstance(found, Remote):
+        return _from_remote(model, found)
+    return _from_directory(model, found)
+
+
+def _from_directory(model: str, root: Path) -> Checkpoint:
+    config_file = root / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(f"{config_file}: missing; not a Hugging Face checkpoint directory")
+    config = load_json(config_file)
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{config_file}: not a JSON object")
+    hf_file = root / "hf_quant_config.json"
+    hf_quant = load_json(hf_file) if hf_file.is_file() else None
+    quant = read_quant(config, str(config_file), hf_quant, str(hf_file))
+    index_file = root / INDEX_NAME
+    if index_file.is_file():
+        weight_map = read_index(index_file)
+        shards = sorted(set(weight_map.values()))
+        # The shards that hold the first module group of each layer class (q, k and v of the
+        # first layer; gate and up of its first expert), scales included: enough to know every
+        # class's shapes and formats without opening the rest.
+        found = scan(weight_map.items())
+        wanted = sorted(found.files)
+        missing = [s for s in shards if not (root / s).is_file()]
+        if missing:
+            raise CheckpointError(
+                f"{index_file}: 'weight_map' names {len(missing)} shard(s) that are not in "
+                f"{root} (first: {missing[0]}): a partial download?"
+            )
+        tensors: dict[str, TensorInfo] = {}
+        for shard in wanted:
+            tensors.update(read_header(root / shard))
+        read = len(wanted)
+    else:
+        files = sorted(root.glob("*.safetensors"))
+        if not files:
+            raise CheckpointError(
+                f"{root}: no *.safetensors file and no {INDEX_NAME}: a partial download, or "
+                "weights in another format"
+            )
+        tensors = {}
+        for f in files:
+            tensors.update(read_header(f))
+        found = scan((name, "") for name in tensors)
+        shards, read = [f.name for f in files], len(files)
+    return _build(model, str(root), config, quant, tensors, found, len(shards), read)
+
+
+def _from_remote(model: str, remote: Remote) -> Checkpoint:
+    where = f"hub:{remote.repo_id}"
+    config = remote.json_files.get("config.json")
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{where}/config.json: missing or not a JSON object")
+    hf_quant = remote.json_files.get("hf_quant_config.json")
+    quant = read_quant(config, f"{where}/config.json", hf_quant, f"{where}/hf_quant_config.json")
+    tensors = dict(remote.tensors)
+    found = scan((name, "") for name in tensors)
+    return _build(model, where, config, quant, tensors, found, 0, 0)
+
+
+def _build(
+    model: str,
+    where: str,
+    config: Mapping[str, Any],
+    quant: QuantConfig,
+    tensors: Mapping[str, TensorInfo],
+    found: Scan,
+    shards: int,
+    read: int,
+) -> Checkpoint:
+    classes = layer_classes(modules(tensors), found)
+    # A truncated or partly read checkpoint may hold fewer experts than the model has.
+    experts = _config_int(config, "n_routed_experts", "num_experts", "num_local_experts")
+    if experts:
+        classes = [replace(c, experts=experts) if c.experts else c for c in classes]
+    if not any(c.fp4 for c in classes):
+        raise CheckpointError(
+            f"{where}: no NVFP4 weight in the safetensors headers (uint8 'weight' or "
+            "'weight_packed' with an F8_E4M3 'weight_scale'), though "
+            f"{quant.file} says {quant.label}"
+        )
+    return Checkpoint(model, where, config, quant, tuple(classes), shards, read)
+
+
+def _config_int(config: Mapping[str, Any], *keys: str) -> int:
+    """The first of `keys` set to a whole number in config.json (or its text_config)."""
+    sections = [config]
+    if isinstance(config.get("text_config"), dict):
+        sections.append(config["text_config"])
+    for section in sections:
+        for key in keys:
+            value = section.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return 0

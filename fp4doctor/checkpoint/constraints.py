@@ -1,0 +1,195 @@
+"""The shape rules of `profiles/shapes.yaml`, as typed data: per-rank alignments each backend
+needs, the checkpoint formats each engine release reads, and the weight-only kernels.
+
+Parsed with the profile machinery (`fp4doctor.profile.yamlnode`), so a malformed entry is
+refused with its file, line and key, and unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+
+from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE
+from fp4doctor.checkpoint.quant import FORMATS
+from fp4doctor.profile import builtin_dir
+from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
+from fp4doctor.textfile import read_text
+from fp4doctor.versions import contains
+
+DIMS = ("n", "k", "intermediate")
+EFFECTS = ("load-error", "wrong-output", "fails")
+FAMILIES = (FAMILY_LINEAR, FAMILY_MOE)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """A per-rank size a backend needs: `dim` a multiple of `multiple` (after the engine pads it
+    up to `padded_to`, when it does)."""
+
+    id: str
+    target: str
+    engine: SpecifierSet
+    family: str
+    dims: tuple[str, ...]
+    multiple: int
+    effect: str
+    reason: str
+    source: str
+    backends: tuple[str, ...] = ()  # empty: every backend of the family
+    formats: tuple[str, ...] = ()  # empty: every format
+    padded_to: int = 0
+    unverified: str | None = None
+
+    def applies(self, target: str, version: str, family: str, fmt: str) -> bool:
+        return (
+            self.target == target
+            and self.family == family
+            and (not self.formats or fmt in self.formats)
+            and contains(self.engine, version) is True
+        )
+
+    def holds(self, value: int) -> bool:
+        padded = -(-value // self.padded_to) * self.padded_to if self.padded_to else value
+        return padded % self.multiple == 0
+
+
+@dataclass(frozen=True)
+class FormatSupport:
+    """Releases of an engine that read a checkpoint format (for one family, or all)."""
+
+    target: str
+    format: str
+    engine: SpecifierSet
+    source: str
+    family: str | None = None
+
+
+@dataclass(frozen=True)
+class WeightOnly:
+    """The backends an engine release runs weight-only (W4A16) layers on."""
+
+    target: str
+    engine: SpecifierSet
+    backends: tuple[str, ...]
+    source: str
+    unverified: str | None = None
+
+
+@dataclass(frozen=True)
+class ShapeRules:
+    alignments: tuple[Alignment, ...]
+    formats: tuple[FormatSupport, ...]
+    weight_only: tuple[WeightOnly, ...]
+
+    def supported(self, target: str, version: str, fmt: str, family: str) -> FormatSupport | None:
+        """The entry that rules out `fmt` for `family` at this release, if one does: None when
+        it is read (or when the file says nothing about it)."""
+        rows = [
+            r for r in self.formats
+            if r.target == target and r.format == fmt and r.family in (None, family)
+        ]  # fmt: skip
+        if not rows or any(contains(r.engine, version) is True for r in rows):
+            return None
+        return rows[0]
+
+    def weight_only_backends(self, target: str, version: str) -> WeightOnly | None:
+        return next(
+            (w for w in self.weight_only
+             if w.target == target and contains(w.engine, version) is True),
+            None,
+        )  # fmt: skip
+
+
+def default_path() -> Path:
+    return builtin_dir() / "shapes.yaml"
+
+
+@functools.lru_cache(maxsize=4)
+def load(path: str | None = None) -> ShapeRules:
+    """The shape rules (the shipped file unless `path`); a ProfileError names file, line, key."""
+    from fp4doctor.profile.schema import compose
+
+    file = Path(path) if path else default_path()
+    root = compose(read_text(file), str(file))
+    fields = root.mapping(("schema", "alignments", "formats", "weight_only"))
+    if required(fields, "schema", root).integer() != 1:
+        raise fields["schema"].error("should be 1 (the schema this fp4doctor reads)")
+    aligns = tuple(_alignment(n) for n in _seq(fields, "alignments"))
+    ids = [a.id for a in aligns]
+    for node, a in zip(_seq(fields, "alignments"), aligns, strict=True):
+        if ids.count(a.id) > 1:
+            raise node.error(f"id {a.id!r} is given twice")
+    return ShapeRules(
+        aligns,
+        tuple(_format(n) for n in _seq(fields, "formats")),
+        tuple(_weight_only(n) for n in _seq(fields, "weight_only")),
+    )
+
+
+def _seq(fields: dict[str, Node], key: str) -> list[Node]:
+    return fields[key].sequence() if key in fields else []
+
+
+def _positive(node: Node) -> int:
+    value = node.integer()
+    if value <= 0:
+        raise node.error("should be a positive whole number")
+    return value
+
+
+def _alignment(node: Node) -> Alignment:
+    known = ("id", "target", "engine", "family", "formats", "backends", "dim", "multiple",
+             "padded_to", "effect", "reason", "source", "unverified")  # fmt: skip
+    f = node.mapping(known)
+    dims = required(f, "dim", node).texts()
+    for d in dims:
+        if d not in DIMS:
+            raise f["dim"].error(f"{d!r} is not one of: {', '.join(DIMS)}")
+    formats = optional(f, "formats", Node.texts) or ()
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise f["formats"].error(f"{fmt!r} is not one of: {', '.join(FORMATS)}")
+    return Alignment(
+        id=required(f, "id", node).text(),
+        target=required(f, "target", node).text(),
+        engine=required(f, "engine", node).specifier(),
+        family=required(f, "family", node).choice(FAMILIES),
+        dims=dims,
+        multiple=_positive(required(f, "multiple", node)),
+        effect=required(f, "effect", node).choice(EFFECTS),
+        reason=required(f, "reason", node).text(),
+        source=required(f, "source", node).text(),
+        backends=optional(f, "backends", Node.texts) or (),
+        formats=formats,
+        padded_to=optional(f, "padded_to", _positive) or 0,
+        unverified=optional(f, "unverified", Node.text),
+    )
+
+
+def _format(node: Node) -> FormatSupport:
+    f = node.mapping(("target", "format", "family", "engine", "source"))
+    return FormatSupport(
+        target=required(f, "target", node).text(),
+        format=required(f, "format", node).choice(FORMATS),
+        engine=required(f, "engine", node).specifier(),
+        source=required(f, "source", node).text(),
+        family=optional(f, "family", lambda n: n.choice(FAMILIES)),
+    )
+
+
+def _weight_only(node: Node) -> WeightOnly:
+    f = node.mapping(("target", "engine", "backends", "source", "unverified"))
+    return WeightOnly(
+        target=required(f, "target", node).text(),
+        engine=required(f, "engine", node).specifier(),
+        backends=required(f, "backends", node).texts(),
+        source=required(f, "source", node).text(),
+        unverified=optional(f, "unverified", Node.text),
+    )
+
+
+__all__ = ["Alignment", "FormatSupport", "ProfileError", "ShapeRules", "WeightOnly", "load"]

@@ -1,0 +1,193 @@
+"""One node's report as the fleet and the node outputs see it: plain data that crosses a process
+boundary (a Ray task returns it as a dict) and is rendered without the profile or the rules.
+
+Built on the node that was judged (`of`), so that a fleet never re-judges a node: what the fleet
+reports is what that node's own check said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fp4doctor import __version__
+from fp4doctor import facts as F
+
+if TYPE_CHECKING:
+    from fp4doctor.doctor import Report
+
+VIEW_SCHEMA_VERSION = 1
+LINEAR = "linear"  # the family a report without per-family verdicts covers
+
+
+@dataclass(frozen=True)
+class Family:
+    """One FP4 GEMM family's verdict on a node: "ready", "not ready" or "no verdict"."""
+
+    outcome: str
+    chosen: str | None = None
+    reason: str | None = None  # what stands in this family's way, when it is not ready
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What one node's check said, and the (redacted) facts it was judged on."""
+
+    name: str
+    outcome: str  # "ready" | "not ready" | "no verdict"; "error" when no check ran at all
+    exit_code: int  # fp4doctor's: 0, 1, 3 (2 for a question that could not be asked)
+    facts: dict[str, Any] = field(default_factory=dict)  # F.to_dict(F.redact(...))
+    target: str | None = None
+    engine: str | None = None  # "vLLM 0.15.1"
+    engine_version: str | None = None
+    gpus: str = ""  # "8× NVIDIA B200 (10.0)"
+    chosen: str | None = None  # the first family's choice (the dense linear GEMM)
+    families: dict[str, Family] = field(default_factory=dict)
+    backends: dict[str, bool] = field(default_factory=dict)  # every family's: valid here
+    native: dict[str, bool] = field(default_factory=dict)  # backend: native FP4 (not Marlin)
+    env_set: tuple[tuple[str, str], ...] = ()  # what `fp4doctor env` would export
+    env_unset: tuple[str, ...] = ()
+    blocking: tuple[str, ...] = ()  # one reason per line, what stands in the way
+    error: str | None = None  # why this node has no report (task failed, facts unreadable)
+    families_note: str | None = None  # set when the report had no per-family verdicts
+    fp4doctor_version: str = __version__
+
+    @property
+    def ready(self) -> bool:
+        return self.outcome == "ready"
+
+    def host(self) -> F.HostFacts | None:
+        """The facts back as `HostFacts` (None for a node without facts)."""
+        if not self.facts:
+            return None
+        return F.from_dict(self.facts, f"node {self.name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": VIEW_SCHEMA_VERSION,
+            "name": self.name,
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "target": self.target,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "gpus": self.gpus,
+            "chosen": self.chosen,
+            "families": {
+                k: {"outcome": f.outcome, "chosen": f.chosen, "reason": f.reason}
+                for k, f in self.families.items()
+            },
+            "backends": dict(self.backends),
+            "native": dict(self.native),
+            "env": {"set": dict(self.env_set), "unset": list(self.env_unset)},
+            "blocking": list(self.blocking),
+            "error": self.error,
+            "families_note": self.families_note,
+            "fp4doctor_version": self.fp4doctor_version,
+            "facts": self.facts,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeView:
+        env = data.get("env") or {}
+        return cls(
+            name=str(data["name"]),
+            outcome=str(data["outcome"]),
+            exit_code=int(data["exit_code"]),
+            facts=dict(data.get("facts") or {}),
+            target=data.get("target"),
+            engine=data.get("engine"),
+            engine_version=data.get("engine_version"),
+            gpus=str(data.get("gpus") or ""),
+            chosen=data.get("chosen"),
+            families={
+                k: Family(str(v["outcome"]), v.get("chosen"), v.get("reason"))
+                for k, v in (data.get("families") or {}).items()
+            },
+            backends={str(k): bool(v) for k, v in (data.get("backends") or {}).items()},
+            native={str(k): bool(v) for k, v in (data.get("native") or {}).items()},
+            env_set=tuple((str(k), str(v)) for k, v in (env.get("set") or {}).items()),
+            env_unset=tuple(str(n) for n in env.get("unset") or ()),
+            blocking=tuple(str(b) for b in data.get("blocking") or ()),
+            error=data.get("error"),
+            families_note=data.get("families_note"),
+            fp4doctor_version=str(data.get("fp4doctor_version") or ""),
+        )
+
+
+def of(name: str, report: Report) -> NodeView:
+    """The view of one node's report: its verdict per family, its valid backends, and what
+    `fp4doctor env` would export there (the same `exports_for` as `env`)."""
+    from fp4doctor import render
+    from fp4doctor.doctor import Outcome
+    from fp4doctor.emit.knobs import exports_for, settings
+
+    evaluation, resolution = report.evaluation, report.resolution
+    outcome = report.outcome
+    families, note = _families(report)
+    # Every family's backends (the MoE ones too, where the report judges that family).
+    evaluations = [p.evaluation for p in getattr(report, "families", None) or ()] or [evaluation]
+    env_set: tuple[tuple[str, str], ...] = ()
+    env_unset: tuple[str, ...] = ()
+    # What `fp4doctor env` exports there (cli.py `env`: nothing without a verdict or without a
+    # ready first choice; else every family's knobs together).
+    if outcome is not Outcome.NO_VERDICT and resolution.chosen and resolution.ready:
+        parts = getattr(report, "families", None) or ()
+        chosen = settings([p.resolution for p in parts]) if parts else resolution
+        exports, _notes = exports_for(evaluation.profile, chosen, evaluation.engine_label)
+        env_set, env_unset = exports.set, exports.unset
+    return NodeView(
+        name=name,
+        outcome=outcome.value,
+        exit_code=outcome.exit_code,
+        facts=F.to_dict(F.redact(evaluation.facts)),
+        target=evaluation.profile.target,
+        engine=evaluation.engine_label,
+        engine_version=evaluation.engine.version,
+        gpus=render.host_line(evaluation.facts, unknown=outcome is Outcome.NO_VERDICT),
+        chosen=resolution.chosen if resolution.ready else None,
+        families=families,
+        backends={n: v.valid for e in evaluations for n, v in e.verdicts.items()},
+        native={n: e.profile.backends[n].native for e in evaluations for n in e.verdicts},
+        env_set=env_set,
+        env_unset=env_unset,
+        blocking=tuple(dict.fromkeys(f.reason for f in report.blocking())),
+        families_note=note,
+    )
+
+
+def failed(name: str, error: str, host: dict[str, Any] | None = None) -> NodeView:
+    """A node on which no check ran (its task failed, its facts could not be read)."""
+    return NodeView(name=name, outcome="error", exit_code=3, facts=host or {}, error=error)
+
+
+def _families(report: Report) -> tuple[dict[str, Family], str | None]:
+    """The verdict per FP4 GEMM family. A report with `families` (linear, moe) gives one each:
+    a family is ready when its own choice is ready and nothing blocks but another family's
+    choice. A report without them covers the linear family only, and says so."""
+    from fp4doctor.doctor import Outcome
+
+    outcome = report.outcome
+    blocking = report.blocking()
+    first = blocking[0].reason if blocking and outcome is not Outcome.READY else None
+    parts = getattr(report, "families", None)
+    if not parts:
+        chosen = report.resolution.chosen if report.ready else None
+        note = "this fp4doctor judges the dense linear FP4 GEMM only: counted as 'linear'"
+        return {LINEAR: Family(outcome.value, chosen, first)}, note
+    if outcome is not Outcome.NOT_READY:
+        return {
+            str(p.family): Family(
+                outcome.value, p.resolution.chosen if report.ready else None, first
+            )
+            for p in parts
+        }, None
+    out: dict[str, Family] = {}
+    for p in parts:
+        others = {id(f) for q in parts if q is not p for f in q.resolution.findings}
+        own = [f for f in blocking if id(f) not in others]
+        if p.resolution.ready and not own:
+            out[str(p.family)] = Family("ready", p.resolution.chosen)
+        else:
+            out[str(p.family)] = Family("not ready", None, own[0].reason if own else first)
+    return out, None
