@@ -23,7 +23,8 @@ from fp4doctor.smoke.runner import physical_device
 
 pytestmark = pytest.mark.gpu
 
-FLASHINFER = [a for a in ADAPTERS if a.startswith("flashinfer-")]
+FLASHINFER = [a for a in ADAPTERS if a.startswith("flashinfer-") and not a.endswith("-moe")]
+FLASHINFER_MOE = [a for a in ADAPTERS if a.startswith("flashinfer-") and a.endswith("-moe")]
 
 _PROBE = """
 import json, torch
@@ -101,6 +102,22 @@ def test_flashinfer_backends_are_refused_by_flashinfer_below_blackwell(
     assert r.status == "fail", r
     assert "BackendSupportedError" in r.reason, r.reason
     assert f"does not support backend '{backend}' with capability {cc}" in r.reason
+
+
+@pytest.mark.parametrize("adapter", FLASHINFER_MOE)
+def test_flashinfer_moe_backends_do_not_run_below_blackwell(
+    cuda: dict[str, Any], adapter: str
+) -> None:
+    """FlashInfer's fused MoE picks its module by the GPU's arch before any check of its own: on
+    SM90 that is a module no wheel ships prebuilt, so offline (no JIT) it is a skip in
+    FlashInfer's words (MissingJITCacheError), never a pass."""
+    if importlib.util.find_spec("flashinfer") is None:
+        pytest.skip("flashinfer-python is not installed")
+    _below_blackwell(cuda)
+    (r,) = run_smoke([adapter], [0])
+    assert r.status in ("skip", "fail"), r
+    if r.status == "skip":
+        assert "MissingJITCacheError" in r.reason or "JIT" in r.reason, r.reason
 
 
 def test_torch_scaled_mm_is_refused_below_blackwell(cuda: dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ _SEPARATORS = re.compile(r"[-_.]+")
 _HEADER_NAME = re.compile(r"[\041-\071\073-\176]+:")  # email.feedparser's, name not empty
 _LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines breaks there too
 _ABSENT = ""  # `_SiteIndex.version`: no distribution of that name on the path
+_LISTED: dict[tuple[str, int], dict[str, list[str]]] = {}  # (entry, its mtime) -> listing
 
 
 def _normalize(name: str) -> str:
@@ -80,8 +81,16 @@ class _SiteIndex:
 
     @staticmethod
     def _list(root: str) -> dict[str, list[str]] | None:
+        """The entry's dist-infos by key; one listing per process while the directory is
+        unchanged (its mtime), shared by every lookup (the probe's, then a profile's)."""
         if os.path.basename(root).lower().endswith(".egg"):
             return None  # importlib.metadata reads an egg's own egg-info
+        try:
+            stamp = (root, os.stat(root or ".").st_mtime_ns)
+        except Exception:
+            stamp = None
+        if stamp is not None and stamp in _LISTED:
+            return _LISTED[stamp]
         try:
             children = os.listdir(root or ".")
         except Exception:
@@ -93,6 +102,8 @@ class _SiteIndex:
             if low.endswith((".dist-info", ".egg-info")):
                 key = _normalize(low.rpartition(".")[0].partition("-")[0])
                 found.setdefault(key, []).append(child)
+        if stamp is not None:
+            _LISTED[stamp] = found
         return found
 
     def version(self, name: str) -> str | None:
