@@ -166,7 +166,7 @@ class SlowImportFake(Fake):
 
     name: str = "fake-slow-import"
     behaviour: Callable[[Case, torch.Tensor], object] = lambda case, out: out.copy_(_ref(case, out))
-    seconds: float = 3.5
+    seconds: float = 4.5
 
     def load(self) -> str:
         label = super().load()

@@ -26,6 +26,7 @@ from fp4doctor.doctor import Question, QuestionError, diagnose
 ROOT = Path(__file__).resolve().parent.parent
 CKPTS = ROOT / "tests" / "fixtures" / "checkpoints"
 B200 = str(ROOT / "tests" / "fixtures" / "hosts" / "b200.json")
+FIELD_HOSTS = ROOT / "tests" / "field" / "hosts"
 sys.path.insert(0, str(ROOT / "tests" / "checkpoints"))
 import make  # noqa: E402  (the fixture generator)
 
@@ -323,3 +324,144 @@ def test_the_smoke_runs_the_models_shapes() -> None:
 def test_diagnose_refuses_a_bad_model_before_probing() -> None:
     with pytest.raises(QuestionError, match="no such directory"):
         diagnose(Question(model="/nonexistent/model", smoke=False))
+
+
+# --- the MoE activation (fp4doctor/checkpoint/activation.py) and the `activations` rules ---
+
+STEP = "step-3.7-flash-nvfp4"
+
+
+@pytest.mark.parametrize(
+    ("config", "gated", "name", "key", "limit"),
+    [
+        ({"hidden_act": "silu"}, True, "silu", "hidden_act", None),
+        ({"mlp_hidden_act": "relu2"}, False, "relu2_no_mul", "mlp_hidden_act", None),
+        ({"hidden_act": "relu2"}, True, None, "hidden_act", None),  # no gated relu2 MoE
+        ({"hidden_act": "gelu_pytorch_tanh"}, True, "gelu_tanh", "hidden_act", None),
+        ({"hidden_act": "silu", "swiglu_limit": 10.0}, True, "silu", "hidden_act", 10.0),
+        ({"text_config": {"hidden_act": "silu", "swiglu_limits": [0, 0, 7.0]}}, True,
+         "swiglustep", "swiglu_limits", None),
+        ({"hidden_act": "silu", "swiglu_limits": [0, None, 0]}, True, "silu", "hidden_act", None),
+        ({"architectures": ["MiniMaxM3SparseForCausalLM"], "hidden_act": "silu",
+          "swiglu_limit": 7}, True, "swigluoai_uninterleave", "architectures", 7.0),
+        ({"hidden_act": "xielu"}, True, None, "hidden_act", None),  # said, not guessed
+        ({"swiglu_limit": True}, True, None, "hidden_act", None),  # a bool is not a limit
+    ],
+)  # fmt: skip
+def test_the_moe_activation_is_read_from_config(
+    config: dict[str, object], gated: bool, name: str | None, key: str, limit: float | None
+) -> None:
+    from fp4doctor.checkpoint.activation import read_activation
+
+    act = read_activation(config, gated)
+    assert (act.name, act.key, act.swiglu_limit) == (name, key, limit)
+    assert act.known is (name is not None)
+    if name is None:
+        assert "does not know" in act.describe() and key in act.describe()
+
+
+def test_fixtures_carry_their_activation() -> None:
+    step = _load(STEP).moe_activation
+    assert step is not None and step.label == "MoEActivation.SWIGLUSTEP"
+    assert step.layers == (43, 44) and "7 on 2 of 45 layers" in step.describe()
+    nemotron = _load("nemotron-3-nano-30b-a3b-nvfp4").moe_activation
+    assert nemotron is not None and nemotron.name == "relu2_no_mul"
+    qwen = _load("qwen3-30b-a3b-fp4").moe_activation  # the fixture sets no hidden_act
+    assert qwen is not None and qwen.name is None and qwen.value == "(not set)"
+    assert _load("llama-3.1-8b-instruct-fp4").moe_activation is None  # no experts
+    dsv4 = _load("deepseek-v4-flash-nvfp4")
+    assert dsv4.to_dict()["moe_activation"] == {
+        "name": "silu", "key": "hidden_act", "value": "silu", "swiglu_limit": 10.0,
+    }  # fmt: skip
+
+
+def test_a_backend_without_the_activation_fails_in_its_own_verdict() -> None:
+    ckpt, prof, rules = _load(STEP), profile.load("vllm", []), constraints.load()
+    v = judge.judge(ckpt, prof, "0.22.0", rules, 2)
+    assert {f.id for f in v.backend_findings("flashinfer-cutlass-moe")} == {
+        "model.experts.flashinfer-cutlass-moe.activation"
+    }
+    (f,) = v.backend_findings("flashinfer-cutlass-moe")
+    assert "MoEActivation.SWIGLUSTEP" in f.reason and f.details["engine_skips"]
+    assert not v.backend_findings("cutlass-moe")  # CutlassExpertsFp4 runs SWIGLUSTEP
+    assert not v.backend_findings("marlin-moe")
+    assert not v.findings  # nothing stands whatever the backend
+    # Outside the releases read, nothing is said.
+    assert not judge.judge(ckpt, prof, "0.21.0", rules, 2).per_backend
+    # An activation fp4doctor does not know is a warning, and no backend is judged on it.
+    qwen = judge.judge(_load("qwen3-30b-a3b-fp4"), prof, "0.22.0", rules, 2)
+    (warn,) = [f for f in qwen.findings if f.id == "model.experts.activation"]
+    assert not warn.status.blocking and "(not set)" in warn.reason
+    assert not [f for fs in qwen.per_backend.values() for f in fs if "activation" in f.id]
+
+
+def test_a_clamp_rules_out_the_backends_that_do_not_apply_it() -> None:
+    ckpt, prof = _load("deepseek-v4-flash-nvfp4"), profile.load("vllm", [])
+    rules = constraints.load()
+    old = judge.judge(ckpt, prof, "0.23.0", rules, 2, 2)
+    clamped = {b for b, fs in old.per_backend.items() if any(".swiglu_limit" in f.id for f in fs)}
+    assert clamped == {"flashinfer-cutlass-moe", "cutlass-moe", "marlin-moe", "emulation-moe",
+                       "flashinfer-cutedsl-moe", "flashinfer-b12x-moe"}  # fmt: skip
+    new = judge.judge(ckpt, prof, "0.24.0", rules, 2, 2)  # FI-CUTLASS and Marlin clamp from 0.24
+    assert not new.backend_findings("flashinfer-cutlass-moe")
+    assert not new.backend_findings("marlin-moe")
+
+
+def test_the_gated_cutlass_moe_alignment_skips_non_gated_experts() -> None:
+    prof, rules = profile.load("vllm", []), constraints.load()
+    step = judge.judge(_load(STEP), prof, "0.24.0", rules, 8)
+    assert "model.experts.gate_up.cutlass-moe.intermediate64" in _blocking(step)
+    (f,) = [f for f in step.backend_findings("cutlass-moe") if f.id.endswith("intermediate64")
+            and f.details["layer"] == "experts.gate_up"]  # fmt: skip
+    assert "config.json moe_intermediate_size 1280 over 8 ranks" in f.reason
+    assert "pip install" not in (f.fix or "")  # the range ends where reading stopped
+    # Nemotron's relu2 experts (up only) are not gated: vLLM pads them.
+    nemo = judge.judge(_load("nemotron-3-nano-30b-a3b-nvfp4"), prof, "0.24.0", rules, 8)
+    assert not [i for i in _blocking(nemo) if "cutlass-moe.intermediate" in i]
+
+
+def _check(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["check", "--target", "vllm", "--no-smoke", *args])
+    return result.exit_code, result.output
+
+
+def test_the_engine_passes_over_a_backend_without_the_activation() -> None:
+    host = str(FIELD_HOSTS / "fi-3486-spark-step37-swiglustep.json")
+    model = ["--model", str(CKPTS / STEP), "--tp", "2", "--facts", host]
+    code, out = _check(*model)
+    assert code == 0, out  # vLLM 0.22.0 passes over FLASHINFER_CUTLASS and runs VLLM_CUTLASS
+    assert "picks flashinfer-cutlass-moe" not in out
+    code, out = _check(*model, "--require", "moe:flashinfer-cutlass-moe")
+    assert code == 1 and "MoEActivation.SWIGLUSTEP" in out
+
+
+def test_no_backend_left_for_a_clamp_is_not_ready() -> None:
+    host = str(FIELD_HOSTS / "vllm-46492-sm120-clamped-moe.json")
+    code, out = _check("--model", str(CKPTS / "deepseek-v4-flash-nvfp4"), "--tp", "2", "--ep",
+                       "2", "--facts", host)  # fmt: skip
+    assert code == 1, out
+    assert "finds no moe backend for this model" in out and "swiglu_limit=10" in out
+
+
+def test_activation_rules_cite_sources_and_refuse_bad_entries(tmp_path: Path) -> None:
+    rules = constraints.load()
+    assert len(rules.activations) >= 8
+    for a in rules.activations:
+        assert re.search(r"[\w-]+/[\w-]+ [\w./-]+\.py", a.source), a
+        assert re.search(r"\d+\.\d+", a.source), a
+        assert a.clamp or a.clamp_error, a
+    entry = (
+        "  - id: x\n    target: vllm\n    engine: '>=0.22'\n    backends: [cutlass-moe]\n"
+        "    activations: [silu]\n    clamp: false\n    error: e\n    source: s\n"
+    )
+    bad = tmp_path / "shapes.yaml"
+    bad.write_text("schema: 1\nactivations:\n" + entry.replace("[silu]", "[swish]"))
+    with pytest.raises(profile.ProfileError, match=r"shapes.yaml:7: 'activations\[0\]"):
+        constraints.load(str(bad))
+    bad.write_text("schema: 1\nactivations:\n" + entry)
+    with pytest.raises(profile.ProfileError, match="clamp_error"):
+        constraints.load(str(bad))
+    two = entry + "    clamp_error: c\n"
+    bad.write_text("schema: 1\nactivations:\n" + two + two.replace("id: x", "id: y"))
+    with pytest.raises(profile.ProfileError, match="both cover cutlass-moe"):
+        constraints.load(str(bad))

@@ -48,6 +48,8 @@ SMOKE_ADAPTERS = {
     "torch-scaled-mm",
     "emulation-moe",
     "flashinfer-cutlass-moe",
+    "flashinfer-trtllm-moe",
+    "flashinfer-cutedsl-moe",
 }
 CCS = (75, 80, 86, 89, 90, 100, 103, 107, 110, 120, 121)
 # Releases from PyPI (pip index versions tensorrt-llm, 2026-11); no wheel table exists for them.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from fp4doctor.checkpoint.activation import MoeActivation, read_activation
 from fp4doctor.checkpoint.errors import CheckpointError
 from fp4doctor.checkpoint.layers import LayerClass, Scan, layer_classes, modules, scan
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
@@ -24,7 +25,10 @@ from fp4doctor.checkpoint.quant import QuantConfig, read_quant
 from fp4doctor.checkpoint.safetensors import INDEX_NAME, TensorInfo, read_header, read_index
 from fp4doctor.checkpoint.source import Remote, load_json, locate
 
-__all__ = ["Checkpoint", "CheckpointError", "LayerClass", "RankGemm", "load"]
+__all__ = ["Checkpoint", "CheckpointError", "LayerClass", "MoeActivation", "RankGemm", "load"]
+
+# The expert projections that make a gated MoE (a gate beside the up projection).
+_GATED_PARTS = ("gate_proj", "gate_up_proj", "w1", "w3")
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,15 @@ class Checkpoint:
         """The FP4 GEMM families (linear, moe) the model's NVFP4 layers use."""
         return sorted({layer.family for layer in self.layers if layer.fp4})
 
+    @property
+    def moe_activation(self) -> MoeActivation | None:
+        """The activation the NVFP4 experts run (config.json), None without NVFP4 experts."""
+        experts = next((c for c in self.layers if c.fp4 and c.name == "experts.gate_up"), None)
+        if experts is None:
+            return None
+        gated = len(experts.parts) == 2 or experts.example.rsplit(".", 1)[-1] in _GATED_PARTS
+        return read_activation(self.config, gated)
+
     def gemms(self, tp: int = 1, ep: int = 1) -> list[RankGemm]:
         """Each layer class's GEMM on one rank at this parallel size."""
         return [per_rank(layer, self.config, tp, ep) for layer in self.layers]
@@ -65,7 +78,7 @@ class Checkpoint:
             "excluded": list(self.quant.excluded),
             "shards": self.shards,
             "headers_read": self.headers_read,
-        }
+        } | ({"moe_activation": act.to_dict()} if (act := self.moe_activation) else {})
 
 
 def load(model: str, *, hub: bool = False) -> Checkpoint:
@@ -146,7 +159,9 @@ def _build(
 ) -> Checkpoint:
     classes = layer_classes(modules(tensors), found)
     # A truncated or partly read checkpoint may hold fewer experts than the model has.
-    experts = _config_int(config, "n_routed_experts", "num_experts", "num_local_experts")
+    experts = _config_int(
+        config, "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"
+    )
     if experts:
         classes = [replace(c, experts=experts) if c.experts else c for c in classes]
     if not any(c.fp4 for c in classes):

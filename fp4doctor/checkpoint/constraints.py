@@ -13,6 +13,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.checkpoint.activation import ACTIVATIONS
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE
 from fp4doctor.checkpoint.quant import FORMATS
 from fp4doctor.profile import builtin_dir
@@ -43,12 +44,18 @@ class Alignment:
     formats: tuple[str, ...] = ()  # empty: every format
     padded_to: int = 0
     unverified: str | None = None
+    gated: bool = False  # MoE: only when the experts' activation is gated (gate and up fused)
+    # False: the upper bound of `engine` is where reading stopped, not the release that fixed it
+    upper_is_fix: bool = True
 
-    def applies(self, target: str, version: str, family: str, fmt: str) -> bool:
+    def applies(
+        self, target: str, version: str, family: str, fmt: str, gated: bool | None = None
+    ) -> bool:
         return (
             self.target == target
             and self.family == family
             and (not self.formats or fmt in self.formats)
+            and (not self.gated or gated is not False)
             and contains(self.engine, version) is True
         )
 
@@ -80,10 +87,44 @@ class WeightOnly:
 
 
 @dataclass(frozen=True)
+class ActivationSupport:
+    """The MoE activations some backends of an engine release run, and whether they apply a
+    SwiGLU clamp (`swiglu_limit`). A model whose activation is not listed, or that sets a clamp
+    a backend does not apply, cannot run on it; `engine_skips`: the engine's automatic choice
+    passes over such a backend by itself (it raises only when the backend is asked for)."""
+
+    id: str
+    target: str
+    engine: SpecifierSet
+    backends: tuple[str, ...]
+    activations: tuple[str, ...]
+    clamp: bool
+    error: str  # what the engine raises when the backend is asked for an activation it lacks
+    source: str
+    clamp_error: str | None = None  # and for a clamp it does not apply (clamp: false)
+    engine_skips: bool = True
+    unverified: str | None = None
+
+    def applies(self, target: str, version: str, backend: str) -> bool:
+        return (
+            self.target == target
+            and backend in self.backends
+            and contains(self.engine, version) is True
+        )
+
+
+@dataclass(frozen=True)
 class ShapeRules:
     alignments: tuple[Alignment, ...]
     formats: tuple[FormatSupport, ...]
     weight_only: tuple[WeightOnly, ...]
+    activations: tuple[ActivationSupport, ...] = ()
+
+    def activation_rules(self, target: str, version: str) -> list[ActivationSupport]:
+        return [
+            a for a in self.activations
+            if a.target == target and contains(a.engine, version) is True
+        ]  # fmt: skip
 
     def supported(self, target: str, version: str, fmt: str, family: str) -> FormatSupport | None:
         """The entry that rules out `fmt` for `family` at this release, if one does: None when
@@ -115,7 +156,7 @@ def load(path: str | None = None) -> ShapeRules:
 
     file = Path(path) if path else default_path()
     root = compose(read_text(file), str(file))
-    fields = root.mapping(("schema", "alignments", "formats", "weight_only"))
+    fields = root.mapping(("schema", "alignments", "formats", "weight_only", "activations"))
     if required(fields, "schema", root).integer() != 1:
         raise fields["schema"].error("should be 1 (the schema this fp4doctor reads)")
     aligns = tuple(_alignment(n) for n in _seq(fields, "alignments"))
@@ -123,10 +164,18 @@ def load(path: str | None = None) -> ShapeRules:
     for node, a in zip(_seq(fields, "alignments"), aligns, strict=True):
         if ids.count(a.id) > 1:
             raise node.error(f"id {a.id!r} is given twice")
+    acts = tuple(_activation(n) for n in _seq(fields, "activations"))
+    seen: dict[str, str] = {a.id: "alignments" for a in aligns}
+    for node, act in zip(_seq(fields, "activations"), acts, strict=True):
+        if act.id in seen:
+            raise node.error(f"id {act.id!r} is given twice")
+        seen[act.id] = "activations"
+    _no_overlap(fields, acts)
     return ShapeRules(
         aligns,
         tuple(_format(n) for n in _seq(fields, "formats")),
         tuple(_weight_only(n) for n in _seq(fields, "weight_only")),
+        acts,
     )
 
 
@@ -143,7 +192,8 @@ def _positive(node: Node) -> int:
 
 def _alignment(node: Node) -> Alignment:
     known = ("id", "target", "engine", "family", "formats", "backends", "dim", "multiple",
-             "padded_to", "effect", "reason", "source", "unverified")  # fmt: skip
+             "padded_to", "effect", "reason", "source", "unverified", "gated",
+             "upper_is_fix")  # fmt: skip
     f = node.mapping(known)
     dims = required(f, "dim", node).texts()
     for d in dims:
@@ -167,7 +217,54 @@ def _alignment(node: Node) -> Alignment:
         formats=formats,
         padded_to=optional(f, "padded_to", _positive) or 0,
         unverified=optional(f, "unverified", Node.text),
+        gated=bool(optional(f, "gated", Node.boolean)),
+        upper_is_fix=optional(f, "upper_is_fix", Node.boolean) is not False,
     )
+
+
+def _activation(node: Node) -> ActivationSupport:
+    known = ("id", "target", "engine", "backends", "activations", "clamp", "error",
+             "clamp_error", "source", "engine_skips", "unverified")  # fmt: skip
+    f = node.mapping(known)
+    acts = required(f, "activations", node).texts()
+    for a in acts:
+        if a not in ACTIVATIONS:
+            raise f["activations"].error(f"{a!r} is not one of: {', '.join(ACTIVATIONS)}")
+    skips = optional(f, "engine_skips", Node.boolean)
+    clamp = required(f, "clamp", node).boolean()
+    clamp_error = optional(f, "clamp_error", Node.text)
+    if not clamp and clamp_error is None:
+        raise node.error("'clamp_error' is required when 'clamp' is false (what the engine says)")
+    return ActivationSupport(
+        id=required(f, "id", node).text(),
+        target=required(f, "target", node).text(),
+        engine=required(f, "engine", node).specifier(),
+        backends=required(f, "backends", node).texts(),
+        activations=acts,
+        clamp=clamp,
+        error=required(f, "error", node).text(),
+        clamp_error=clamp_error,
+        source=required(f, "source", node).text(),
+        engine_skips=True if skips is None else skips,
+        unverified=optional(f, "unverified", Node.text),
+    )
+
+
+def _no_overlap(fields: dict[str, Node], acts: tuple[ActivationSupport, ...]) -> None:
+    """Two entries may not both speak for one backend of one release: which would hold?"""
+    nodes = _seq(fields, "activations")
+    for i, a in enumerate(acts):
+        for b in acts[:i]:
+            shared = set(a.backends) & set(b.backends)
+            if a.target != b.target or not shared:
+                continue
+            overlap = a.engine & b.engine
+            # Two ranges overlap when a version bound of either lies in both.
+            probes = [s.version for s in (*a.engine, *b.engine)]
+            if any(contains(overlap, v) is True for v in probes):
+                raise nodes[i].error(
+                    f"{a.id!r} and {b.id!r} both cover {sorted(shared)[0]} for some release"
+                )
 
 
 def _format(node: Node) -> FormatSupport:
@@ -192,4 +289,12 @@ def _weight_only(node: Node) -> WeightOnly:
     )
 
 
-__all__ = ["Alignment", "FormatSupport", "ProfileError", "ShapeRules", "WeightOnly", "load"]
+__all__ = [
+    "ActivationSupport",
+    "Alignment",
+    "FormatSupport",
+    "ProfileError",
+    "ShapeRules",
+    "WeightOnly",
+    "load",
+]

@@ -252,6 +252,117 @@ FIELD_MODELS = (
         attention_bf16=True,
         layout="nemotron_h",
     ),
+    Model(
+        "step-3.7-flash-nvfp4",
+        "stepfun-ai/Step-3.7-Flash-NVFP4 (field cases fi-3486-spark-step37-swiglustep, "
+        "vllm-48921-b300-tp8-swiglustep)",
+        "https://github.com/vllm-project/vllm/issues/48921 (moe_intermediate_size=1280, "
+        "SWIGLUSTEP); vllm/model_executor/models/step3p5.py (the keys vLLM reads)",
+        "Step3p7ForConditionalGeneration with the Step-3.5 text model in text_config; one MoE "
+        "layer stored (layer 44), 4 of 288 experts, no shared expert, vision tower left out; "
+        "moe_intermediate_size 1280 (160 per rank at TP 8) as the report states. "
+        "Reconstructed: swiglu_limits (7.0 on the last layers only: vLLM's step3p5.py runs "
+        "MoEActivation.SWIGLUSTEP on a layer whose limit is set, and asserts it is 7.0), the "
+        "expert count, hidden size, heads and vocabulary; ModelOpt NVFP4 on the experts only, "
+        "attention BF16 and excluded (the published checkpoint's precision per layer and "
+        "exact config.json were not read)",
+        {
+            "architectures": ["Step3p7ForConditionalGeneration"],
+            "model_type": "step3p7",
+            "text_config": {
+                "architectures": ["Step3p5ForCausalLM"],
+                "model_type": "step3p5",
+                "hidden_size": 4096,
+                "intermediate_size": 11264,
+                "moe_intermediate_size": 1280,
+                "moe_num_experts": 288,
+                "moe_top_k": 8,
+                "share_expert_dim": 1280,
+                "hidden_act": "silu",
+                "swiglu_limits": [0.0] * 43 + [7.0, 7.0],
+                "num_attention_heads": 64,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "vocab_size": 128896,
+                "num_hidden_layers": 45,
+                "torch_dtype": "bfloat16",
+            },
+        },
+        MODELOPT,
+        layers=(44,),
+        excluded=("lm_head", "model.layers.*.self_attn*"),
+        stored_experts=4,
+        attention_bf16=True,
+    ),
+    Model(
+        "minimax-m3-nvfp4",
+        "nvidia/MiniMax-M3-NVFP4 (field case fi-3732-spark-minimax-swigluoai)",
+        "https://github.com/flashinfer-ai/flashinfer/issues/3732 (swiglu_limit=7.0, "
+        "SWIGLUOAI_UNINTERLEAVE); vllm/models/minimax_m3/nvidia/model.py (the keys vLLM reads)",
+        "MiniMaxM3SparseForCausalLM: vLLM runs its experts on "
+        "MoEActivation.SWIGLUOAI_UNINTERLEAVE with swiglu_limit=config.swiglu_limit (7.0, as "
+        "the report's error states); one MoE layer stored, 4 of 256 experts. Reconstructed: "
+        "the sizes, expert count, swiglu_alpha/beta, heads and vocabulary, and the tensor "
+        "names (model.layers.N.mlp.experts.E.gate_proj/up_proj/down_proj); ModelOpt NVFP4 on "
+        "the experts only, attention BF16 and excluded (the published config.json and "
+        "exclusion list were not read)",
+        {
+            "architectures": ["MiniMaxM3SparseForCausalLM"],
+            "model_type": "minimax_m3",
+            "hidden_size": 3072,
+            "intermediate_size": 1536,
+            "num_local_experts": 256,
+            "num_experts_per_tok": 8,
+            "hidden_act": "silu",
+            "swiglu_limit": 7.0,
+            "swiglu_alpha": 1.702,
+            "swiglu_beta": 1.0,
+            "num_attention_heads": 48,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 200064,
+            "num_hidden_layers": 62,
+            "torch_dtype": "bfloat16",
+        },
+        MODELOPT,
+        layers=(1,),
+        excluded=("lm_head", "model.layers.*.self_attn*"),
+        stored_experts=4,
+        attention_bf16=True,
+    ),
+    Model(
+        "deepseek-v4-flash-nvfp4",
+        "a DeepSeek-V4-Flash NVFP4 checkpoint (field case vllm-46492-sm120-clamped-moe)",
+        "https://github.com/vllm-project/vllm/pull/46492 (a model that sets swiglu_limit); "
+        "vllm/models/deepseek_v4/nvidia/model.py (FusedMoE(swiglu_limit=config.swiglu_limit))",
+        "DeepseekV4ForCausalLM with a SwiGLU clamp (swiglu_limit) on its silu experts; one MoE "
+        "layer stored, 4 of 256 experts. Reconstructed: the clamp's value, the sizes, expert "
+        "count, heads and vocabulary, and plain q/k/v attention names (DeepSeek-V4's own "
+        "attention is not modelled; BF16 and excluded); ModelOpt NVFP4 on the experts only "
+        "(the published config.json was not read)",
+        {
+            "architectures": ["DeepseekV4ForCausalLM"],
+            "model_type": "deepseek_v4",
+            "hidden_size": 4096,
+            "intermediate_size": 12288,
+            "moe_intermediate_size": 2048,
+            "n_routed_experts": 256,
+            "num_experts_per_tok": 6,
+            "hidden_act": "silu",
+            "swiglu_limit": 10.0,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 1,
+            "head_dim": 128,
+            "vocab_size": 129280,
+            "num_hidden_layers": 43,
+            "torch_dtype": "bfloat16",
+        },
+        MODELOPT,
+        layers=(1,),
+        excluded=("lm_head", "model.layers.*.self_attn*"),
+        stored_experts=4,
+        attention_bf16=True,
+    ),
 )
 
 
@@ -315,7 +426,7 @@ def tensors(m: Model) -> list[tuple[str, str, list[int]]]:
     """Every stored tensor of the fixture: (name, dtype, shape)."""
     if m.layout == "nemotron_h":
         return _nemotron_h_tensors(m)
-    c = m.config
+    c = {**m.config, **m.config.get("text_config", {})}
     h, vocab = c["hidden_size"], c["vocab_size"]
     out: list[tuple[str, str, list[int]]] = [("model.embed_tokens.weight", "BF16", [vocab, h])]
     attn_q = BF16 if m.attention_bf16 else m.quant
@@ -339,7 +450,8 @@ def tensors(m: Model) -> list[tuple[str, str, list[int]]]:
             out += _linear(f"{p}.self_attn.k_proj", kv * hd, h, attn_q)
             out += _linear(f"{p}.self_attn.v_proj", kv * hd, h, attn_q)
             out += _linear(f"{p}.self_attn.o_proj", h, heads * hd, attn_q)
-        experts = c.get("n_routed_experts") or c.get("num_experts")
+        experts = (c.get("n_routed_experts") or c.get("num_experts")
+                   or c.get("num_local_experts") or c.get("moe_num_experts"))  # fmt: skip
         dense = not experts or i < c.get("first_k_dense_replace", 0)
         if dense:
             inter = c["intermediate_size"]
@@ -347,7 +459,7 @@ def tensors(m: Model) -> list[tuple[str, str, list[int]]]:
             out += _linear(f"{p}.mlp.up_proj", inter, h, m.quant)
             out += _linear(f"{p}.mlp.down_proj", h, inter, m.quant)
             continue
-        inter = c["moe_intermediate_size"]
+        inter = c.get("moe_intermediate_size") or c["intermediate_size"]
         out.append((f"{p}.mlp.gate.weight", "BF16", [experts, h]))
         for e in range(m.stored_experts):
             q = f"{p}.mlp.experts.{e}"

@@ -146,15 +146,16 @@ class CompiledArch(Kind):
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:
         wanted = self.wanted(gpu)
-        if gpu is None:
-            return Check(False, "no NVIDIA GPU is visible", wanted)
         # What cannot be looked at is said, not failed: a distribution that is not installed
         # (whether it must be is the `package` kind's business; an engine judged at a version
-        # that is not here has no build to read), a snapshot from before the scan existed, or an
-        # install whose file list lacks the module (an editable or source install, or a release
-        # that renamed it). Only a module that is there and wrong refuses the GPU.
+        # that is not here has no build to read), no GPU to check it for (the host's own finding
+        # says so once), a snapshot from before the scan existed, or an install whose file list
+        # lacks the module (an editable or source install, or a release that renamed it). Only a
+        # module that is there and wrong refuses the GPU.
         if ctx.facts.packages.version(self.dist) is None:
             return Check(True, f"{self.module} not checked: {self.dist} is not installed", wanted)
+        if gpu is None:
+            return Check(True, f"{self.module} not checked: no GPU to check it for", wanted)
         archs = ctx.facts.compiled_archs.get(self.module)
         if archs is None:
             return Check(True, f"{self.module} not checked: the facts carry no scan of it", wanted)

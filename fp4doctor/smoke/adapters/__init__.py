@@ -80,6 +80,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     # The MoE family: each builds its own problem (`make_case`, `shapes`: fp4doctor.smoke.moe).
     "emulation-moe": ("emulation_moe", "ADAPTER"),
     "flashinfer-cutlass-moe": ("flashinfer_moe", "CUTLASS"),
+    "flashinfer-trtllm-moe": ("flashinfer_trtllm_moe", "TRTLLM"),
+    "flashinfer-cutedsl-moe": ("flashinfer_cutedsl_moe", "CUTE_DSL"),
 }
 
 ADAPTERS: tuple[str, ...] = tuple(_REGISTRY)
