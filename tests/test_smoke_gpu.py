@@ -108,37 +108,20 @@ def test_flashinfer_backends_are_refused_by_flashinfer_below_blackwell(
 def test_flashinfer_moe_backends_do_not_run_below_blackwell(
     cuda: dict[str, Any], adapter: str
 ) -> None:
-    """CUTLASS: FlashInfer's fused MoE picks its module by the GPU's arch before any check of its
-    own: on SM90 that is a module no wheel ships prebuilt, so offline (no JIT) it is a skip in
-    FlashInfer's words (MissingJITCacheError), never a pass. TRT-LLM and CuTe-DSL: the adapter
-    asks FlashInfer's own verdict first (`is_trtllm_moe_supported`, the function's
-    `@supported_compute_capability`), so below Blackwell they are `fail` naming it."""
+    """Below Blackwell a FlashInfer fused MoE never passes, and says why in FlashInfer's words:
+    CUTLASS picks its module by the GPU's arch, one no wheel ships prebuilt for SM90, so offline
+    it is a JIT skip (MissingJITCacheError); CuTe-DSL is declared for SM100-family GPUs
+    (`@supported_compute_capability`) and is absent where CuTe DSL is unusable; TRT-LLM's own
+    predicate (`is_trtllm_moe_supported`) raises in FlashInfer 0.7.4, so its call decides."""
     if importlib.util.find_spec("flashinfer") is None:
         pytest.skip("flashinfer-python is not installed")
-    cc = _below_blackwell(cuda)
+    _below_blackwell(cuda)
     (r,) = run_smoke([adapter], [0])
     assert r.status in ("skip", "fail"), r
-    if adapter in _MOE_REFUSAL:
-        if r.status == "skip" and "not installed" in r.reason:
-            pytest.skip(r.reason)  # e.g. the CuTe-DSL MoE's own dependencies are missing here
-        assert r.status == "fail", r
-        assert _MOE_REFUSAL[adapter].format(cc=cc, major=cc // 10, minor=cc % 10) in r.reason
-    elif r.status == "skip":
-        assert "MissingJITCacheError" in r.reason or "JIT" in r.reason, r.reason
-
-
-_MOE_REFUSAL = {
-    "flashinfer-trtllm-moe": (
-        "FlashInfer refused: fused_moe.core.is_trtllm_moe_supported(E2m1, E2m1) is False on "
-        "compute capability {major}.{minor}"
-    ),
-    "flashinfer-cutedsl-moe": (
-        "FlashInfer refused: fused_moe.cute_dsl_fused_moe_nvfp4 is declared for compute "
-        "capabilities [100, 103, 107] (@supported_compute_capability), not {cc}"
-    ),
-}
-"""The words the Blackwell-only MoE adapters refuse in (flashinfer_trtllm_moe.py,
-flashinfer_cutedsl_moe.py), with FlashInfer 0.7.4's predicate and declared capabilities."""
+    assert "'int' object has no attribute 'type'" not in r.reason  # not our pre-check's error
+    if r.status == "skip":
+        named = ("JIT", "download", "not installed", "CuTe DSL")
+        assert any(words in r.reason for words in named), r.reason
 
 
 def test_torch_scaled_mm_is_refused_below_blackwell(cuda: dict[str, Any]) -> None:

@@ -120,6 +120,22 @@ class FlashInferCuteDslMoe:
                 f"{label}: flashinfer.fused_moe.cute_dsl does not import: {exc}"
             ) from exc
         if getattr(module, ENTRY, None) is None:
+            # The subpackage imports, but defines its kernels only when CuTe DSL is usable
+            # (flashinfer/fused_moe/cute_dsl/__init__.py: `if is_cute_dsl_available():`).
+            try:
+                availability = importlib.import_module("flashinfer.cute_dsl.availability")
+                usable = bool(availability.is_cute_dsl_available())
+            except (ImportError, AttributeError):
+                usable = True  # an older FlashInfer without the switch: the function is absent
+            if not usable:
+                why = (
+                    "which is not installed"
+                    if importlib.util.find_spec("cutlass") is None
+                    else "which FlashInfer finds unusable here (is_cute_dsl_available)"
+                )
+                raise Unavailable(
+                    f"{label}: its CuTe-DSL MoE needs CuTe DSL (nvidia-cutlass-dsl), {why}"
+                )
             raise Refused(f"{label} has no fused_moe.{ENTRY} (added in 0.6.4)")
         raise Refused(f"{label}: fused_moe.cute_dsl has {ENTRY} but fused_moe does not export it")
 
