@@ -176,11 +176,13 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def assert_as_fast(offline: Run, online: Run, retry: Callable[[], tuple[Run, Run]]) -> None:
-    """Offline within 1.5x + 0.5 s of online. A retry loop would be systematic; a loaded CI
-    machine is not, so one slow pair is measured again before it counts."""
-    if offline.seconds > 1.5 * online.seconds + 0.5:
+    """Offline within 2x + 1 s of online: what it rules out is a network wait (a DNS or
+    connect timeout costs 5 s and more), not noise. A retry loop would be systematic; a loaded
+    CI machine (pytest-xdist runs other smoke workers beside it) is not, so one slow pair is
+    measured again before it counts."""
+    if offline.seconds > 2 * online.seconds + 1.0:
         online, offline = retry()
-    assert offline.seconds <= 1.5 * online.seconds + 0.5, (offline.seconds, online.seconds)
+    assert offline.seconds <= 2 * online.seconds + 1.0, (offline.seconds, online.seconds)
 
 
 @pytest.fixture(scope="module")
