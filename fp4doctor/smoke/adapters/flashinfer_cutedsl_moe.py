@@ -41,9 +41,8 @@ import torch
 
 from fp4doctor.smoke import moe, nvfp4
 from fp4doctor.smoke.adapters import Refused, Unavailable
-from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import _NEEDS_BUILD_MARKERS, _autotune_off
+from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import flashinfer_call
 from fp4doctor.smoke.adapters.flashinfer_moe import up_first
-from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS, exception_text, telling_line, trim
 from fp4doctor.smoke.moe import MoeCase
 
 ENTRY = "cute_dsl_fused_moe_nvfp4"
@@ -175,39 +174,27 @@ class FlashInferCuteDslMoe:
         a2_gscale = a2.reshape(1).expand(case.experts).contiguous()
 
         def call() -> object:
-            try:
-                with _autotune_off(flashinfer), warnings.catch_warnings():
-                    # 0.7 deprecates this name in favour of cute_dsl_fused_moe; vLLM calls it.
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    return fn(
-                        x=x_fp4,
-                        x_sf=x_sf.view(torch.float8_e4m3fn).unsqueeze(-1),
-                        token_selected_experts=case.topk_ids.to(torch.int32),
-                        token_final_scales=case.topk_weights.float(),
-                        w1_weight=w13,
-                        w1_weight_sf=w13_sf,
-                        w1_alpha=g1_alphas,
-                        fc2_input_scale=a2_gscale,
-                        w2_weight=w2,
-                        w2_weight_sf=w2_sf,
-                        w2_alpha=g2_alphas,
-                        num_experts=case.experts,
-                        top_k=case.top_k,
-                        num_local_experts=case.experts,
-                        local_expert_offset=0,
-                        moe_output=out,
-                    )
-            except Exception as exc:
-                text = exception_text(exc)
-                if type(exc).__name__ == "MissingJITCacheError" or any(
-                    m in text for m in _NEEDS_BUILD_MARKERS
-                ):
-                    raise Unavailable(
-                        "needs a JIT compile or a kernel download, not allowed without "
-                        f"--allow-jit: {telling_line(text)}",
-                        trim(text, LIBRARY_ERROR_CHARS),
-                    ) from exc
-                raise
+            with flashinfer_call(flashinfer), warnings.catch_warnings():
+                # 0.7 deprecates this name in favour of cute_dsl_fused_moe; vLLM calls it.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return fn(
+                    x=x_fp4,
+                    x_sf=x_sf.view(torch.float8_e4m3fn).unsqueeze(-1),
+                    token_selected_experts=case.topk_ids.to(torch.int32),
+                    token_final_scales=case.topk_weights.float(),
+                    w1_weight=w13,
+                    w1_weight_sf=w13_sf,
+                    w1_alpha=g1_alphas,
+                    fc2_input_scale=a2_gscale,
+                    w2_weight=w2,
+                    w2_weight_sf=w2_sf,
+                    w2_alpha=g2_alphas,
+                    num_experts=case.experts,
+                    top_k=case.top_k,
+                    num_local_experts=case.experts,
+                    local_expert_offset=0,
+                    moe_output=out,
+                )
 
         return call
 

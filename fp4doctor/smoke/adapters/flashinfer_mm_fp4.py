@@ -25,7 +25,7 @@ import importlib.util
 import inspect
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,27 @@ def _autotune_off(flashinfer: Any) -> contextlib.AbstractContextManager[object]:
         with contextlib.suppress(ImportError):
             autotune = importlib.import_module("flashinfer.autotuner").autotune
     return autotune(False) if autotune is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def flashinfer_call(flashinfer: Any) -> Iterator[None]:
+    """One call into FlashInfer as every FlashInfer adapter makes it: the autotuner off, and a
+    refusal to JIT-compile or download kernels (offline unless --allow-jit) turned into
+    `Unavailable`, a skip, since it says nothing about the kernel."""
+    try:
+        with _autotune_off(flashinfer):
+            yield
+    except Exception as exc:
+        text = exception_text(exc)
+        if type(exc).__name__ == "MissingJITCacheError" or any(
+            m in text for m in _NEEDS_BUILD_MARKERS
+        ):
+            raise Unavailable(
+                "needs a JIT compile or a kernel download, not allowed without "
+                f"--allow-jit: {telling_line(text)}",
+                trim(text, LIBRARY_ERROR_CHARS),
+            ) from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -106,21 +127,9 @@ class FlashInferMmFp4:
         alpha = torch.tensor([case.alpha], dtype=torch.float32, device=out.device)
 
         def call() -> object:
-            try:
-                with _autotune_off(flashinfer):
-                    b_t, b_sf_t = b_packed.T, b_sf.T
-                    return mm_fp4(a_packed, b_t, a_sf, b_sf_t, alpha, torch.bfloat16, **kwargs)
-            except Exception as exc:
-                text = exception_text(exc)
-                if type(exc).__name__ == "MissingJITCacheError" or any(
-                    m in text for m in _NEEDS_BUILD_MARKERS
-                ):
-                    raise Unavailable(
-                        "needs a JIT compile or a kernel download, not allowed without "
-                        f"--allow-jit: {telling_line(text)}",
-                        trim(text, LIBRARY_ERROR_CHARS),
-                    ) from exc
-                raise
+            with flashinfer_call(flashinfer):
+                b_t, b_sf_t = b_packed.T, b_sf.T
+                return mm_fp4(a_packed, b_t, a_sf, b_sf_t, alpha, torch.bfloat16, **kwargs)
 
         return call
 

@@ -28,8 +28,7 @@ import torch
 
 from fp4doctor.smoke import moe
 from fp4doctor.smoke.adapters import Refused, Unavailable
-from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import _NEEDS_BUILD_MARKERS, _autotune_off
-from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS, exception_text, telling_line, trim
+from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import flashinfer_call
 from fp4doctor.smoke.moe import MoeCase
 
 
@@ -74,30 +73,18 @@ class FlashInferCutlassMoe:
         scales = [a1, w13_sf, g1, a2, w2_sf, g2]
 
         def call() -> object:
-            try:
-                with _autotune_off(flashinfer):
-                    return fused_moe.cutlass_fused_moe(
-                        input=case.x,
-                        token_selected_experts=case.topk_ids.to(torch.int32),
-                        token_final_scales=case.topk_weights,
-                        fc1_expert_weights=w13,
-                        fc2_expert_weights=w2,
-                        output_dtype=torch.bfloat16,
-                        quant_scales=scales,
-                        input_sf=None,
-                        output=out,
-                    )
-            except Exception as exc:
-                text = exception_text(exc)
-                if type(exc).__name__ == "MissingJITCacheError" or any(
-                    m in text for m in _NEEDS_BUILD_MARKERS
-                ):
-                    raise Unavailable(
-                        "needs a JIT compile or a kernel download, not allowed without "
-                        f"--allow-jit: {telling_line(text)}",
-                        trim(text, LIBRARY_ERROR_CHARS),
-                    ) from exc
-                raise
+            with flashinfer_call(flashinfer):
+                return fused_moe.cutlass_fused_moe(
+                    input=case.x,
+                    token_selected_experts=case.topk_ids.to(torch.int32),
+                    token_final_scales=case.topk_weights,
+                    fc1_expert_weights=w13,
+                    fc2_expert_weights=w2,
+                    output_dtype=torch.bfloat16,
+                    quant_scales=scales,
+                    input_sf=None,
+                    output=out,
+                )
 
         return call
 

@@ -49,9 +49,8 @@ import torch
 
 from fp4doctor.smoke import moe, nvfp4
 from fp4doctor.smoke.adapters import Refused, Unavailable
-from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import _NEEDS_BUILD_MARKERS, _autotune_off
+from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import flashinfer_call
 from fp4doctor.smoke.adapters.flashinfer_moe import up_first
-from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS, exception_text, telling_line, trim
 from fp4doctor.smoke.moe import MoeCase
 
 EPILOGUE_TILE_M = 128
@@ -164,50 +163,38 @@ class FlashInferTrtllmMoe:
             extra["hidden_states_scale_layout"] = sf_layout.layout_linear
 
         def call() -> object:
-            try:
-                with _autotune_off(flashinfer):
-                    return fn(
-                        routing_logits=case.router_logits.to(torch.float32),
-                        routing_bias=None,
-                        hidden_states=x_fp4,
-                        hidden_states_scale=x_sf.view(torch.float8_e4m3fn),
-                        gemm1_weights=w13,
-                        gemm1_weights_scale=w13_sf,
-                        gemm1_bias=None,
-                        gemm1_alpha=None,
-                        gemm1_beta=None,
-                        gemm1_clamp_limit=None,
-                        gemm2_weights=w2,
-                        gemm2_weights_scale=w2_sf,
-                        gemm2_bias=None,
-                        output1_scale_scalar=g1_scale_c,
-                        output1_scale_gate_scalar=g1_alphas,
-                        output2_scale_scalar=g2_alphas,
-                        num_experts=case.experts,
-                        top_k=case.top_k,
-                        n_group=0,
-                        topk_group=0,
-                        intermediate_size=case.inter,
-                        local_expert_offset=0,
-                        local_num_experts=case.experts,
-                        routed_scaling_factor=None,
-                        routing_method_type=RENORMALIZE,
-                        do_finalize=True,
-                        activation_type=SWIGLU,
-                        output=out,
-                        **extra,
-                    )
-            except Exception as exc:
-                text = exception_text(exc)
-                if type(exc).__name__ == "MissingJITCacheError" or any(
-                    m in text for m in _NEEDS_BUILD_MARKERS
-                ):
-                    raise Unavailable(
-                        "needs a JIT compile or a kernel download, not allowed without "
-                        f"--allow-jit: {telling_line(text)}",
-                        trim(text, LIBRARY_ERROR_CHARS),
-                    ) from exc
-                raise
+            with flashinfer_call(flashinfer):
+                return fn(
+                    routing_logits=case.router_logits.to(torch.float32),
+                    routing_bias=None,
+                    hidden_states=x_fp4,
+                    hidden_states_scale=x_sf.view(torch.float8_e4m3fn),
+                    gemm1_weights=w13,
+                    gemm1_weights_scale=w13_sf,
+                    gemm1_bias=None,
+                    gemm1_alpha=None,
+                    gemm1_beta=None,
+                    gemm1_clamp_limit=None,
+                    gemm2_weights=w2,
+                    gemm2_weights_scale=w2_sf,
+                    gemm2_bias=None,
+                    output1_scale_scalar=g1_scale_c,
+                    output1_scale_gate_scalar=g1_alphas,
+                    output2_scale_scalar=g2_alphas,
+                    num_experts=case.experts,
+                    top_k=case.top_k,
+                    n_group=0,
+                    topk_group=0,
+                    intermediate_size=case.inter,
+                    local_expert_offset=0,
+                    local_num_experts=case.experts,
+                    routed_scaling_factor=None,
+                    routing_method_type=RENORMALIZE,
+                    do_finalize=True,
+                    activation_type=SWIGLU,
+                    output=out,
+                    **extra,
+                )
 
         return call
 
