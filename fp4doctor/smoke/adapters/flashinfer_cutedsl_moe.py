@@ -35,14 +35,14 @@ import importlib.util
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
-from fp4doctor.smoke import moe, nvfp4
+from fp4doctor.smoke import nvfp4
 from fp4doctor.smoke.adapters import Refused, Unavailable
 from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import flashinfer_call
-from fp4doctor.smoke.adapters.flashinfer_moe import up_first
+from fp4doctor.smoke.adapters.flashinfer_moe import FlashInferFusedMoe, up_first
 from fp4doctor.smoke.moe import MoeCase
 
 ENTRY = "cute_dsl_fused_moe_nvfp4"
@@ -83,30 +83,17 @@ def mma_scales(scales: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FlashInferCuteDslMoe:
+class FlashInferCuteDslMoe(FlashInferFusedMoe):
     name: str = "flashinfer-cutedsl-moe"
-    supports_cpu: bool = False
-    shapes: tuple[tuple[int, int, int], ...] = moe.SHAPES
+    entry: str = ENTRY
+    since: str = "0.6.4"
 
-    def _fused_moe(self) -> Any:
-        return importlib.import_module("flashinfer.fused_moe")
-
-    def load(self) -> str:
-        if importlib.util.find_spec("flashinfer") is None:
-            raise Unavailable("flashinfer-python is not installed")
-        flashinfer = importlib.import_module("flashinfer")
-        label = f"flashinfer-python {getattr(flashinfer, '__version__', '?')}"
-        if getattr(self._fused_moe(), ENTRY, None) is None:
-            self._why_missing(label)
-        return label
-
-    @staticmethod
-    def _why_missing(label: str) -> None:
+    def missing(self, label: str) -> NoReturn:
         """flashinfer.fused_moe exports the CuTe-DSL MoE only when its `cute_dsl` subpackage
         imports (a try/except ImportError in flashinfer/fused_moe/__init__.py): a missing
         dependency there (nvidia-cutlass-dsl, triton) is a skip, an older FlashInfer a refusal."""
         if importlib.util.find_spec("flashinfer.fused_moe.cute_dsl") is None:
-            raise Refused(f"{label} has no fused_moe.{ENTRY} (added in 0.6.4)")
+            super().missing(label)
         try:
             module = importlib.import_module("flashinfer.fused_moe.cute_dsl")
         except ModuleNotFoundError as exc:
@@ -135,11 +122,8 @@ class FlashInferCuteDslMoe:
                 raise Unavailable(
                     f"{label}: its CuTe-DSL MoE needs CuTe DSL (nvidia-cutlass-dsl), {why}"
                 )
-            raise Refused(f"{label} has no fused_moe.{ENTRY} (added in 0.6.4)")
+            super().missing(label)
         raise Refused(f"{label}: fused_moe.cute_dsl has {ENTRY} but fused_moe does not export it")
-
-    def make_case(self, tokens: int, hidden: int, inter: int, device: str) -> MoeCase:
-        return moe.make_case(tokens, hidden, inter, device)
 
     @staticmethod
     def _refuse_unsupported_gpu(fn: Any, device: torch.device) -> None:

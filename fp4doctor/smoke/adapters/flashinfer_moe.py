@@ -22,7 +22,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -39,8 +39,13 @@ def up_first(w13: torch.Tensor, inter: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FlashInferCutlassMoe:
-    name: str = "flashinfer-cutlass-moe"
+class FlashInferFusedMoe:
+    """What the FlashInfer fused-MoE adapters share: the library's label, the check that its
+    `fused_moe` has the entry point, and the shared MoE problem (smoke/moe.py)."""
+
+    name: str
+    entry: str  # the function in flashinfer.fused_moe
+    since: str  # the first FlashInfer release that has it
     supports_cpu: bool = False
     shapes: tuple[tuple[int, int, int], ...] = moe.SHAPES
 
@@ -52,12 +57,23 @@ class FlashInferCutlassMoe:
             raise Unavailable("flashinfer-python is not installed")
         flashinfer = importlib.import_module("flashinfer")
         label = f"flashinfer-python {getattr(flashinfer, '__version__', '?')}"
-        if getattr(self._fused_moe(), "cutlass_fused_moe", None) is None:
-            raise Refused(f"{label} has no fused_moe.cutlass_fused_moe (added in 0.2.6)")
+        if getattr(self._fused_moe(), self.entry, None) is None:
+            self.missing(label)
         return label
+
+    def missing(self, label: str) -> NoReturn:
+        """Why the installed FlashInfer lacks the entry point (raises)."""
+        raise Refused(f"{label} has no fused_moe.{self.entry} (added in {self.since})")
 
     def make_case(self, tokens: int, hidden: int, inter: int, device: str) -> MoeCase:
         return moe.make_case(tokens, hidden, inter, device)
+
+
+@dataclass(frozen=True)
+class FlashInferCutlassMoe(FlashInferFusedMoe):
+    name: str = "flashinfer-cutlass-moe"
+    entry: str = "cutlass_fused_moe"
+    since: str = "0.2.6"
 
     def bind(self, case: MoeCase, out: torch.Tensor) -> Callable[[], object]:
         fused_moe = self._fused_moe()

@@ -47,10 +47,10 @@ from typing import Any
 
 import torch
 
-from fp4doctor.smoke import moe, nvfp4
-from fp4doctor.smoke.adapters import Refused, Unavailable
+from fp4doctor.smoke import nvfp4
+from fp4doctor.smoke.adapters import Refused
 from fp4doctor.smoke.adapters.flashinfer_mm_fp4 import flashinfer_call
-from fp4doctor.smoke.adapters.flashinfer_moe import up_first
+from fp4doctor.smoke.adapters.flashinfer_moe import FlashInferFusedMoe, up_first
 from fp4doctor.smoke.moe import MoeCase
 
 EPILOGUE_TILE_M = 128
@@ -91,27 +91,10 @@ def shuffled_scales(scales: torch.Tensor, gated: bool) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FlashInferTrtllmMoe:
+class FlashInferTrtllmMoe(FlashInferFusedMoe):
     name: str = "flashinfer-trtllm-moe"
-    supports_cpu: bool = False
-    shapes: tuple[tuple[int, int, int], ...] = moe.SHAPES
-
-    def _fused_moe(self) -> Any:
-        return importlib.import_module("flashinfer.fused_moe")
-
-    def load(self) -> str:
-        if importlib.util.find_spec("flashinfer") is None:
-            raise Unavailable("flashinfer-python is not installed")
-        flashinfer = importlib.import_module("flashinfer")
-        label = f"flashinfer-python {getattr(flashinfer, '__version__', '?')}"
-        if getattr(self._fused_moe(), "trtllm_fp4_block_scale_moe", None) is None:
-            raise Refused(
-                f"{label} has no fused_moe.trtllm_fp4_block_scale_moe (added in 0.2.9rc1)"
-            )
-        return label
-
-    def make_case(self, tokens: int, hidden: int, inter: int, device: str) -> MoeCase:
-        return moe.make_case(tokens, hidden, inter, device)
+    entry: str = "trtllm_fp4_block_scale_moe"
+    since: str = "0.2.9rc1"
 
     def _refuse_unsupported_gpu(self, device: torch.device) -> None:
         """FlashInfer's own answer to "does trtllm-gen FP4 MoE run here?", asked before any
