@@ -24,7 +24,7 @@ from fp4doctor.facts import (
     ToolchainFacts,
     canonical_name,
 )
-from fp4doctor.probe.archs import engine_modules
+from fp4doctor.probe.archs import engine_modules, probe_compiled_archs
 from fp4doctor.probe.cudart import probe_cudart
 from fp4doctor.probe.cudnn import probe_cudnn
 from fp4doctor.probe.environment import probe_environment
@@ -36,17 +36,6 @@ from fp4doctor.probe.triton import probe_triton_ptxas
 __all__ = ["in_background", "probe_host", "with_compiled_archs", "with_packages"]
 
 T = TypeVar("T")
-
-
-def probe_compiled_archs(modules: Iterable[str]) -> dict[str, CompiledArchs]:
-    """probe/archs.py's; with no module to scan (no engine installed, no rule naming one) it
-    returns at once, and `importlib.metadata` (20 ms of imports) is never loaded."""
-    wanted = list(modules)
-    if not wanted:
-        return {}
-    from fp4doctor.probe.archs import probe_compiled_archs as scan
-
-    return scan(wanted)
 
 
 def probe_host(

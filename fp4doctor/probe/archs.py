@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp4doctor.facts import CompiledArchs, canonical_name
+from fp4doctor.shipped import profiles_dir
 
 __all__ = [
     "Entry",
@@ -319,14 +320,6 @@ _INCLUDE = re.compile(r"^include:[ \t]*\[([^\]]*)\]", re.M)
 _ENGINE_PACKAGE = re.compile(
     r"^engine:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+package:[ \t]*(\S+)", re.M
 )
-
-
-def profiles_dir() -> Path:
-    """The shipped profiles, found as `fp4doctor.profile.builtin_dir` finds them (a test keeps
-    the two in step) without importing the profile package."""
-    here = Path(__file__).resolve().parent.parent
-    packaged = here / "_profiles"
-    return packaged if packaged.is_dir() else here.parent / "profiles"
 
 
 def engine_modules(installed: Iterable[str], directory: Path | None = None) -> list[str]:

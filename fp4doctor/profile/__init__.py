@@ -10,6 +10,7 @@ from fp4doctor.profile import advisories
 from fp4doctor.profile.model import Profile
 from fp4doctor.profile.schema import Conditions, module_path, parse, parse_module
 from fp4doctor.profile.yamlnode import ProfileError
+from fp4doctor.shipped import profiles_dir
 from fp4doctor.textfile import UnreadableText, read_text
 
 __all__ = [
@@ -25,9 +26,7 @@ __all__ = [
 
 def builtin_dir() -> Path:
     """Where the shipped profiles are: inside the wheel, or `profiles/` in a source checkout."""
-    here = Path(__file__).resolve().parent.parent
-    packaged = here / "_profiles"
-    return packaged if packaged.is_dir() else here.parent / "profiles"
+    return profiles_dir()
 
 
 # Data files beside the profiles that are not targets.
