@@ -171,8 +171,7 @@ def build(views: Iterable[NodeView], notes: Sequence[str] = ()) -> FleetReport:
         for name, fam in n.families.items():
             families.setdefault(name, Counter())[fam.outcome] += 1
     counts = {name: {o: c.get(o, 0) for o in OUTCOMES} for name, c in sorted(families.items())}
-    all_notes = list(notes) + sorted({n.families_note for n in judged if n.families_note})
-    return FleetReport(nodes, groups, outliers, failed, counts, tuple(all_notes))
+    return FleetReport(nodes, groups, outliers, failed, counts, tuple(notes))
 
 
 def _readable(n: NodeView) -> NodeView:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from fp4doctor.doctor import Report
 
 VIEW_SCHEMA_VERSION = 1
-LINEAR = "linear"  # the family a report without per-family verdicts covers
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,6 @@ class NodeView:
     env_unset: tuple[str, ...] = ()
     blocking: tuple[str, ...] = ()  # one reason per line, what stands in the way
     error: str | None = None  # why this node has no report (task failed, facts unreadable)
-    families_note: str | None = None  # set when the report had no per-family verdicts
     fp4doctor_version: str = __version__
 
     @property
@@ -82,7 +80,6 @@ class NodeView:
             "env": {"set": dict(self.env_set), "unset": list(self.env_unset)},
             "blocking": list(self.blocking),
             "error": self.error,
-            "families_note": self.families_note,
             "fp4doctor_version": self.fp4doctor_version,
             "facts": self.facts,
         }
@@ -110,7 +107,6 @@ class NodeView:
             env_unset=tuple(str(n) for n in env.get("unset") or ()),
             blocking=tuple(str(b) for b in data.get("blocking") or ()),
             error=data.get("error"),
-            families_note=data.get("families_note"),
             fp4doctor_version=str(data.get("fp4doctor_version") or ""),
         )
 
@@ -124,16 +120,15 @@ def of(name: str, report: Report) -> NodeView:
 
     evaluation, resolution = report.evaluation, report.resolution
     outcome = report.outcome
-    families, note = _families(report)
+    families = _families(report)
     # Every family's backends (the MoE ones too, where the report judges that family).
-    evaluations = [p.evaluation for p in getattr(report, "families", None) or ()] or [evaluation]
+    evaluations = [p.evaluation for p in report.families]
     env_set: tuple[tuple[str, str], ...] = ()
     env_unset: tuple[str, ...] = ()
     # What `fp4doctor env` exports there (cli.py `env`: nothing without a verdict or without a
     # ready first choice; else every family's knobs together).
     if outcome is not Outcome.NO_VERDICT and resolution.chosen and resolution.ready:
-        parts = getattr(report, "families", None) or ()
-        chosen = settings([p.resolution for p in parts]) if parts else resolution
+        chosen = settings([p.resolution for p in report.families])
         exports, _notes = exports_for(evaluation.profile, chosen, evaluation.engine_label)
         env_set, env_unset = exports.set, exports.unset
     return NodeView(
@@ -152,7 +147,6 @@ def of(name: str, report: Report) -> NodeView:
         env_set=env_set,
         env_unset=env_unset,
         blocking=tuple(dict.fromkeys(f.reason for f in report.blocking())),
-        families_note=note,
     )
 
 
@@ -161,27 +155,22 @@ def failed(name: str, error: str, host: dict[str, Any] | None = None) -> NodeVie
     return NodeView(name=name, outcome="error", exit_code=3, facts=host or {}, error=error)
 
 
-def _families(report: Report) -> tuple[dict[str, Family], str | None]:
-    """The verdict per FP4 GEMM family. A report with `families` (linear, moe) gives one each:
-    a family is ready when its own choice is ready and nothing blocks but another family's
-    choice. A report without them covers the linear family only, and says so."""
+def _families(report: Report) -> dict[str, Family]:
+    """The verdict per FP4 GEMM family (linear, moe): a family is ready when its own choice is
+    ready and nothing blocks but another family's choice."""
     from fp4doctor.doctor import Outcome
 
     outcome = report.outcome
     blocking = report.blocking()
     first = blocking[0].reason if blocking and outcome is not Outcome.READY else None
-    parts = getattr(report, "families", None)
-    if not parts:
-        chosen = report.resolution.chosen if report.ready else None
-        note = "this fp4doctor judges the dense linear FP4 GEMM only: counted as 'linear'"
-        return {LINEAR: Family(outcome.value, chosen, first)}, note
+    parts = report.families
     if outcome is not Outcome.NOT_READY:
         return {
             str(p.family): Family(
                 outcome.value, p.resolution.chosen if report.ready else None, first
             )
             for p in parts
-        }, None
+        }
     out: dict[str, Family] = {}
     for p in parts:
         others = {id(f) for q in parts if q is not p for f in q.resolution.findings}
@@ -190,4 +179,4 @@ def _families(report: Report) -> tuple[dict[str, Family], str | None]:
             out[str(p.family)] = Family("ready", p.resolution.chosen)
         else:
             out[str(p.family)] = Family("not ready", None, own[0].reason if own else first)
-    return out, None
+    return out
