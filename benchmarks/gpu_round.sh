@@ -6,7 +6,8 @@
 #
 # Used on the H200 device machines, where fp4doctor runs from the checkout (PYTHONPATH) and the
 # packages the image lacks (flashinfer-python, nvidia-cudnn-frontend, apache-tvm-ffi) come as
-# wheels in .whl/. Everything lands in OUTDIR, then in OUTDIR.tar.gz.
+# wheels in .whl/ (`python benchmarks/device_wheels.py` builds it: 42 MiB, under the 64 MiB a
+# device call may carry). Everything lands in OUTDIR, then in OUTDIR.tar.gz.
 set -u
 out=${1:?usage: gpu_round.sh OUTDIR [quick|full]}
 mode=${2:-full}

@@ -762,3 +762,49 @@ def test_probe_scans_the_installed_engines_modules(
     assert host.compiled_archs["fp4doctor-fake-engine/_C.abi3.so"].sass == ["sm_120"]
     assert "installed no file" in (host.compiled_archs["fp4doctor-fake-engine/_D.so"].error or "")
     assert "fp4doctor-fake-engine/_C.abi3.so" in json.loads(facts.dumps(host))["compiled_archs"]
+
+
+def test_the_plain_record_reading_agrees_with_importlib_metadata() -> None:
+    """`installed_files` (RECORD read as text, no importlib.metadata imports) lists what
+    `importlib.metadata`'s `files()` lists, for every real distribution installed here that it
+    answers for; the test venv holds flashinfer-python's 14,000-line RECORD among them."""
+    import importlib.metadata
+
+    from fp4doctor.probe.packages import installed_files
+
+    answered = 0
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        listed = installed_files(name)
+        if listed is None:
+            continue
+        directory, files = listed
+        first = next(iter(importlib.metadata.distributions(name=name)))
+        assert Path(directory) == Path(str(first._path))  # type: ignore[attr-defined]
+        assert files == [f.as_posix() for f in first.files or ()], name
+        answered += 1
+    assert answered >= 5
+
+
+def test_a_quoted_record_path_is_left_to_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RECORD line the csv module must read (a comma in a path, quoted) is not read as plain
+    text: `installed_files` says so (None) and `locate` asks importlib.metadata, which finds it."""
+    from fp4doctor.probe.packages import installed_files
+
+    package = tmp_path / "fp4doctor_fake_quoted"
+    (package / "odd,name").mkdir(parents=True)
+    built = package / "odd,name" / "_C.so"
+    built.write_bytes(fake_elf({".nv_fatbin": fake_container(fake_entry(KIND_ELF, 100))}))
+    info = tmp_path / "fp4doctor_fake_quoted-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fp4doctor-fake-quoted\nVersion: 1.0\n"
+    )
+    (info / "RECORD").write_text('"fp4doctor_fake_quoted/odd,name/_C.so",,\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert installed_files("fp4doctor-fake-quoted") is None
+    assert locate("fp4doctor-fake-quoted/_C.so") == built
+    with pytest.raises(LookupError, match="not installed"):
+        installed_files("fp4doctor-fake-absent")

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fp4doctor.facts import CompiledArchs, canonical_name
+from fp4doctor.probe.packages import installed_files, probe_packages
 from fp4doctor.shipped import profiles_dir
 
 __all__ = [
@@ -257,25 +258,37 @@ def locate(module: str) -> Path:
     `nvidia-cudnn-cu12/lib/libcudnn_ops.so.9` is that wheel's `nvidia/cudnn/lib/libcudnn_ops.so.9`.
     Raises LookupError with the reason when there is no such file.
     """
-    from importlib import metadata  # 20 ms of imports: only where there is a module to find
-
     dist_name, _, rest = module.partition("/")
     if not dist_name or not rest:
         raise LookupError(f"{module!r} is not DIST/PATH")
+    listed = installed_files(dist_name)  # RECORD read as text: no importlib.metadata imports
+    if listed is not None:
+        dist_info, files = listed
+        matches = [f for f in files if f == rest or f.endswith("/" + rest)]
+        if matches:
+            best = min(matches, key=lambda f: (f.count("/"), f))
+            return Path(dist_info).parent / best
+        built = _in_package_dir(dist_name, rest)
+        if built is None:
+            version = probe_packages(names=[dist_name]).version(dist_name)
+            raise LookupError(f"{dist_name} {version} installed no file {rest}")
+        return built
+    from importlib import metadata  # 20 ms of imports: only where the plain reading cannot say
+
     try:
         dist = metadata.distribution(dist_name)
     except metadata.PackageNotFoundError:
         raise LookupError(f"{dist_name} is not installed") from None
-    matches = [
+    found = [
         f for f in dist.files or () if f.as_posix() == rest or f.as_posix().endswith("/" + rest)
     ]
-    if not matches:
+    if not found:
         built = _in_package_dir(dist_name, rest)
         if built is None:
             raise LookupError(f"{dist_name} {dist.version} installed no file {rest}")
         return built
-    best = min(matches, key=lambda f: (len(f.parts), f.as_posix()))
-    return Path(str(dist.locate_file(best)))
+    best_path = min(found, key=lambda f: (len(f.parts), f.as_posix()))
+    return Path(str(dist.locate_file(best_path)))
 
 
 def _in_package_dir(dist_name: str, rest: str) -> Path | None:

@@ -106,8 +106,9 @@ class _SiteIndex:
             _LISTED[stamp] = found
         return found
 
-    def version(self, name: str) -> str | None:
-        """The version, `_ABSENT`, or None: ask importlib.metadata."""
+    def dist_info(self, name: str) -> str | None:
+        """The `.dist-info` directory importlib.metadata's first match would read, `_ABSENT`,
+        or None: ask importlib.metadata."""
         if not self.plain or not name:
             return None
         key = _normalize(name)
@@ -120,8 +121,35 @@ class _SiteIndex:
                 continue
             if len(matches) > 1 or not matches[0].lower().endswith(".dist-info"):
                 return None
-            return _plain_version(os.path.join(root, matches[0], "METADATA"))
+            return os.path.join(root, matches[0])
         return _ABSENT
+
+    def version(self, name: str) -> str | None:
+        """The version, `_ABSENT`, or None: ask importlib.metadata."""
+        found = self.dist_info(name)
+        if found is None or found == _ABSENT:
+            return found
+        return _plain_version(os.path.join(found, "METADATA"))
+
+
+def installed_files(name: str) -> tuple[str, list[str]] | None:
+    """The distribution's `.dist-info` directory and the paths its RECORD lists (relative to
+    the directory above it), read as importlib.metadata's `files()` reads them in the plain
+    case; None where only importlib.metadata can say (no single dist-info, no RECORD, a quoted
+    path). Raises LookupError when `name` is not installed."""
+    found = _SiteIndex(sys.path).dist_info(name)
+    if found == _ABSENT:
+        raise LookupError(f"{name} is not installed")
+    if found is None:
+        return None
+    try:
+        with open(os.path.join(found, "RECORD"), encoding="utf-8") as handle:
+            lines = [line for line in handle.read().splitlines() if line]
+    except (OSError, UnicodeDecodeError):
+        return None
+    if any(line.startswith('"') or line.count(",") != 2 for line in lines):
+        return None  # CSV quoting, or a comma in a path: the csv module's reading, importlib's
+    return found, [line.partition(",")[0] for line in lines]
 
 
 def _plain_version(metadata: str) -> str | None:

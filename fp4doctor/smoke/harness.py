@@ -23,7 +23,9 @@ from fp4doctor.smoke.errors import summarize
 from fp4doctor.smoke.result import SmokeResult
 
 WARMUP_CALLS = 3
-TIMED_CALLS = 20
+TIMED_CALLS = 20  # at most; a slow call (an emulation, ~4 ms) is timed fewer times:
+MIN_TIMED_CALLS = 5
+TIMING_BUDGET_S = 0.02  # ... as many as fit in this, judged by one call after the warm-ups
 # How allocators word a failed allocation (CUDA's caching allocator, torch's CPU allocator).
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
@@ -56,15 +58,21 @@ def _context_lost(device: str) -> bool:
 
 
 def median_ms(call: Callable[[], object], device: str) -> float:
-    """Median milliseconds of `call` over `TIMED_CALLS` calls after `WARMUP_CALLS` warm-ups;
-    CUDA events on a GPU, `time.perf_counter` on the CPU."""
+    """Median milliseconds of `call` after `WARMUP_CALLS` warm-ups, over `TIMED_CALLS` calls,
+    or as many (`MIN_TIMED_CALLS` at least) as fit in `TIMING_BUDGET_S`; CUDA events on a GPU,
+    `time.perf_counter` on the CPU."""
     for _ in range(WARMUP_CALLS):
         call()
     _sync(device)
+    t0 = time.perf_counter()
+    call()
+    _sync(device)
+    one = time.perf_counter() - t0
+    calls = max(MIN_TIMED_CALLS, min(TIMED_CALLS, int(TIMING_BUDGET_S / max(one, 1e-9))))
     times: list[float] = []
     if device.startswith("cuda"):
         pairs = []
-        for _ in range(TIMED_CALLS):
+        for _ in range(calls):
             start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
@@ -74,7 +82,7 @@ def median_ms(call: Callable[[], object], device: str) -> float:
         torch.cuda.synchronize()
         times = [float(s.elapsed_time(e)) for s, e in pairs]
     else:
-        for _ in range(TIMED_CALLS):
+        for _ in range(calls):
             t0 = time.perf_counter()
             call()
             times.append((time.perf_counter() - t0) * 1e3)

@@ -219,4 +219,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's and torch's teardown (0.5 s with a CUDA context, measured on an
+    # H200): everything is said, and the driver frees the GPU as the process ends.
+    os._exit(code)
