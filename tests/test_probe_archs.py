@@ -781,7 +781,11 @@ def test_the_plain_record_reading_agrees_with_importlib_metadata() -> None:
         directory, files = listed
         first = next(iter(importlib.metadata.distributions(name=name)))
         assert Path(directory) == Path(str(first._path))  # type: ignore[attr-defined]
-        assert files == [f.as_posix() for f in first.files or ()], name
+        # Python 3.12's files() leaves out the files that do not exist (a script that
+        # `pip install --target` did not put in bin/): compare the ones that do.
+        base = Path(directory).parent
+        theirs = [f.as_posix() for f in first.files or () if (base / f).exists()]
+        assert [f for f in files if (base / f).exists()] == theirs, name
         answered += 1
     assert answered >= 5
 

@@ -264,10 +264,13 @@ def locate(module: str) -> Path:
     listed = installed_files(dist_name)  # RECORD read as text: no importlib.metadata imports
     if listed is not None:
         dist_info, files = listed
-        matches = [f for f in files if f == rest or f.endswith("/" + rest)]
+        base = Path(dist_info).parent
+        # As `files()` lists them since Python 3.12: only the files that exist.
+        matches = [
+            f for f in files if (f == rest or f.endswith("/" + rest)) and (base / f).exists()
+        ]
         if matches:
-            best = min(matches, key=lambda f: (f.count("/"), f))
-            return Path(dist_info).parent / best
+            return base / min(matches, key=lambda f: (f.count("/"), f))
         built = _in_package_dir(dist_name, rest)
         if built is None:
             version = probe_packages(names=[dist_name]).version(dist_name)
