@@ -123,6 +123,8 @@ def clean(text: object) -> str:
 
 @dataclass(frozen=True)
 class Style:
+    """How marks are drawn: Unicode or ASCII, with colour or without."""
+
     unicode: bool
     color: bool
 

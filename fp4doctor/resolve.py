@@ -36,6 +36,8 @@ class ResolveError(ValueError):
 
 @dataclass(frozen=True)
 class Resolution:
+    """The backend chosen for one family, the knob that selects it, and why."""
+
     chosen: str | None
     knob: Knob | None  # None when the engine's own automatic order picks `chosen` (no preference)
     unset_env: tuple[str, ...] = ()

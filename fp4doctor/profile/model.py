@@ -130,6 +130,8 @@ FAMILY_TITLES = {FAMILY_LINEAR: "dense linear FP4 GEMM", FAMILY_MOE: "fused-MoE 
 
 @dataclass(frozen=True)
 class Backend:
+    """One FP4 GEMM backend: what it needs, its live checks, its names."""
+
     name: str
     summary: str
     native: bool
@@ -242,6 +244,8 @@ class Era:
 
 @dataclass(frozen=True)
 class Engine:
+    """The engine a profile judges: the package whose version picks the era, and what it needs."""
+
     package: str  # distribution whose version picks the era
     newest_known: str
     args_variable: str | None = None
@@ -263,6 +267,8 @@ class Variable:
 
 @dataclass(frozen=True)
 class Profile:
+    """One engine's rules: backends in order of preference, eras, variables."""
+
     target: str
     title: str
     engine: Engine

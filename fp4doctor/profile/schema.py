@@ -376,25 +376,34 @@ def compose(text: str, file: str) -> Node:
         raise _invalid(exc, file) from None
     if len(nodes) != 1 or nodes[0] is None:
         raise ProfileError(f"{file}: should hold exactly one YAML document")
-    # Aliases: a tree of aliases (a "billion laughs") is exponential to walk.
-    if _has_alias(nodes[0]):
-        raise ProfileError(f"{file}: YAML anchors and aliases are not allowed in profiles")
-    _node_depth(nodes[0], file)
+    _walk(nodes[0], file)
     return Node(nodes[0], "", file)
 
 
-def _node_depth(root: yaml.Node, file: str) -> None:
-    """Refuse a composed tree nested deeper than MAX_DEPTH (iteratively: no recursion)."""
+def _walk(root: yaml.Node, file: str) -> None:
+    """One pass over the composed tree (iteratively: no recursion) that refuses aliases and
+    nesting deeper than MAX_DEPTH; an alias is said first, whatever else is wrong."""
+    # An alias shows up as the very same node object twice in the tree. A tree of aliases (a
+    # "billion laughs") is exponential to walk: the walk ends at the first node seen again.
+    seen: set[int] = set()
+    too_deep: ProfileError | None = None
     stack: list[tuple[yaml.Node, int]] = [(root, 0)]
     while stack:
         node, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        if id(node) in seen:
+            raise ProfileError(f"{file}: YAML anchors and aliases are not allowed in profiles")
+        seen.add(id(node))
+        if depth > MAX_DEPTH and too_deep is None:
             line = node.start_mark.line + 1
-            raise ProfileError(f"{file}:{line}: nested deeper than {MAX_DEPTH} levels")
+            too_deep = ProfileError(f"{file}:{line}: nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, yaml.MappingNode):
-            stack.extend((v, depth + 1) for _, v in node.value)
+            for key, value in node.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((v, depth + 1) for v in node.value)
+            stack.extend((child, depth + 1) for child in node.value)
+    if too_deep is not None:
+        raise too_deep
 
 
 def _check_schema(fields: Mapping[str, Node], root: Node) -> None:
@@ -530,7 +539,7 @@ def _could_be_deep(text: str) -> bool:
 def _check_depth(text: str, file: str) -> None:
     """Refuse nesting deeper than MAX_DEPTH from the token stream, before anything recursive
     (libyaml's composer recurses per level and can crash the process on deep input). Text that
-    cannot nest that deep is composed first and measured on its nodes (`_node_depth`), which
+    cannot nest that deep is composed first and measured on its nodes (`_walk`), which
     is several times faster."""
     if not _could_be_deep(text):
         return
@@ -555,23 +564,6 @@ def _invalid(exc: yaml.YAMLError, file: str) -> ProfileError:
         line = f":{mark.line + 1}" if mark else ""
         return ProfileError(f"{file}{line}: not valid YAML: {exc.problem or exc}")
     return ProfileError(f"{file}: not valid YAML: {exc}")
-
-
-def _has_alias(node: yaml.Node) -> bool:
-    # An alias shows up as the very same node object appearing twice in the tree.
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            return True
-        seen.add(id(n))
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                stack.extend((k, v))
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
-    return False
 
 
 def module_path(directory: Path, name: str) -> Path:

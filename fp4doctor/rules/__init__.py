@@ -43,6 +43,8 @@ FIX_GPU_UNREADABLE = (
 
 @dataclass(frozen=True)
 class EngineVersion:
+    """The engine version judged, and where it comes from."""
+
     version: str
     source: str  # SOURCE_INSTALLED | SOURCE_OVERRIDE | SOURCE_ASSUMED
     note: str | None = None

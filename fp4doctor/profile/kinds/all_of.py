@@ -30,6 +30,8 @@ def all_hold(requirements: tuple[Requirement, ...], ctx: Context, gpu: Gpu | Non
 
 @dataclass(frozen=True)
 class AllOf(Composite):
+    """Every nested requirement holds."""
+
     key = "all_of"
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:

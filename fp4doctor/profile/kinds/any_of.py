@@ -17,6 +17,8 @@ from fp4doctor.profile.kinds.base import Check, Composite, Context
 
 @dataclass(frozen=True)
 class AnyOf(Composite):
+    """At least one nested requirement holds."""
+
     key = "any_of"
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:

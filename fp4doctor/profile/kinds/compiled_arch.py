@@ -103,6 +103,8 @@ def carries(module: str, archs: CompiledArchs) -> str:
 
 @dataclass(frozen=True)
 class CompiledArch(Kind):
+    """A CUDA module of an installed distribution carries code this GPU can run."""
+
     key = "compiled_arch"
     options = ("variant",)
 

@@ -26,6 +26,8 @@ def cc_text(cc: int) -> str:
 
 @dataclass(frozen=True)
 class ComputeCapability(Kind):
+    """Every GPU's compute capability is one listed, or in a range."""
+
     key = "compute_capability"
 
     exact: tuple[int, ...] = ()  # the listed capabilities, or

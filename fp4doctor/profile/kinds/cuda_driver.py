@@ -12,6 +12,8 @@ from fp4doctor.profile.kinds.base import Context, VersionKind
 
 @dataclass(frozen=True)
 class CudaDriver(VersionKind):
+    """The driver supports a CUDA version in the range."""
+
     key = "cuda_driver"
     label = "CUDA driver"
     words = "driver supports CUDA"

@@ -12,6 +12,8 @@ from fp4doctor.profile.kinds.base import Context, VersionKind
 
 @dataclass(frozen=True)
 class CudaRuntime(VersionKind):
+    """torch was built with a CUDA version in the range."""
+
     key = "cuda_runtime"
     label = "CUDA runtime"
     words = "CUDA runtime of the torch build"

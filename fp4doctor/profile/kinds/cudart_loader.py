@@ -30,6 +30,8 @@ def _sonames(majors: tuple[int, ...]) -> str:
 
 @dataclass(frozen=True)
 class CudartLoader(Kind):
+    """A libcudart loader finds exactly one of the sonames it tries."""
+
     key = "cudart_loader"
 
     majors: tuple[int, ...]  # the sonames the loader tries, in its order

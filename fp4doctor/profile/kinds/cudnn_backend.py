@@ -12,6 +12,8 @@ from fp4doctor.profile.kinds.base import Context, VersionKind
 
 @dataclass(frozen=True)
 class CudnnBackend(VersionKind):
+    """The cuDNN library cudnn-frontend loads is at a version in the range."""
+
     key = "cudnn_backend"
     label = "cuDNN backend"
     words = "cuDNN library (the one cudnn-frontend loads)"

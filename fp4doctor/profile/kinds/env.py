@@ -23,6 +23,8 @@ from fp4doctor.profile.yamlnode import Node, optional
 
 @dataclass(frozen=True)
 class Env(Kind):
+    """A variable is set to a true value, or to a given one."""
+
     key = "env"
     options = ("equals",)
 

@@ -15,6 +15,8 @@ from fp4doctor.profile.yamlnode import Node
 
 @dataclass(frozen=True)
 class Ninja(Kind):
+    """ninja is on PATH."""
+
     key = "ninja"
 
     @classmethod

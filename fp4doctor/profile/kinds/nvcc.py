@@ -12,6 +12,8 @@ from fp4doctor.profile.kinds.base import Context, VersionKind
 
 @dataclass(frozen=True)
 class Nvcc(VersionKind):
+    """The nvcc FlashInfer's JIT would use is at a version in the range."""
+
     key = "nvcc"
     label = "nvcc"
     words = "nvcc"

@@ -19,6 +19,8 @@ from fp4doctor.versions import contains, spec_text
 
 @dataclass(frozen=True)
 class Package(Kind):
+    """A distribution is installed (at a version in a range), or absent."""
+
     key = "package"
     options = ("version", "installed")
 

@@ -18,6 +18,8 @@ from fp4doctor.profile.yamlnode import Node
 
 @dataclass(frozen=True)
 class SameVersion(Kind):
+    """Two distributions are installed at the same version."""
+
     key = "same_version"
 
     follower: str

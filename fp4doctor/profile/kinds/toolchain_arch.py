@@ -49,6 +49,8 @@ _FIX = {
 
 @dataclass(frozen=True)
 class ToolchainArch(Kind):
+    """A run-time compiler knows this GPU's architecture."""
+
     key = "toolchain_arch"
 
     tool: str

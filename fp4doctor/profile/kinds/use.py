@@ -17,6 +17,8 @@ from fp4doctor.profile.yamlnode import Node
 
 @dataclass(frozen=True)
 class Use(Composite):
+    """Every requirement of a named condition."""
+
     key = "use"
 
     name: str = ""
