@@ -43,18 +43,16 @@ def main() -> int:
     import fp4doctor.doctor as doctor
     import fp4doctor.probe as probe
     import fp4doctor.profile as profile
-    import fp4doctor.resolve as resolve
-    import fp4doctor.rules as rules
 
-    EVENTS.append((0.0, time.perf_counter() - T0, "MainThread", "+ doctor, probe, profile, rules"))
+    EVENTS.append((0.0, time.perf_counter() - T0, "MainThread", "+ doctor, probe, profile"))
     parts = ("probe_packages", "probe_cudnn", "probe_toolchain", "with_triton", "engine_modules",
              "probe_compiled_archs", "probe_gpus", "probe_environment", "probe_cudart",
              "probe_host", "with_packages", "with_compiled_archs")  # fmt: skip
     for part in parts:
         timed(probe, part)
     timed(profile, "load")
-    timed(rules, "evaluate")
-    timed(resolve, "resolve")
+    timed(doctor, "evaluate")
+    timed(doctor, "resolve")
     timed(doctor, "diagnose")
     with contextlib.suppress(SystemExit):
         cli.main(sys.argv[1:], prog_name="fp4doctor", standalone_mode=False)

@@ -176,28 +176,21 @@ def _discard_stdout() -> None:
 def user_errors() -> Iterator[None]:
     """The core's refusals as one line on stderr: 2 for a bad question, 3 for unreadable facts."""
     from fp4doctor.doctor import QuestionError
+    from fp4doctor.profile import ProfileError
 
     try:
         yield
-    except QuestionError as exc:
+    except (QuestionError, ProfileError) as exc:
         raise UserError(str(exc)) from None
     except facts.FactsError as exc:
         raise NoVerdict(str(exc)) from None
     except Exception as exc:
-        # A ProfileError or an EmitError comes only from a module that was loaded, so each is
-        # looked for only there: entering this clause imports neither the profile parser (the
-        # core loads it while the probe runs) nor the emitters (and their `secrets`).
-        for module, name in _LOADED_USER_ERRORS:
-            loaded = sys.modules.get(module)
-            if loaded is not None and isinstance(exc, getattr(loaded, name)):
-                raise UserError(str(exc)) from None
+        # An EmitError comes only from the emitters, so it is looked for only where they were
+        # loaded: `check` does not import them (and their `secrets`) for this clause.
+        emit = sys.modules.get("fp4doctor.emit.exports")
+        if emit is not None and isinstance(exc, emit.EmitError):
+            raise UserError(str(exc)) from None
         raise
-
-
-_LOADED_USER_ERRORS = (
-    ("fp4doctor.profile.yamlnode", "ProfileError"),
-    ("fp4doctor.emit.exports", "EmitError"),
-)
 
 
 def note(message: str) -> None:
@@ -548,14 +541,14 @@ def check(
     """Report every FP4 GEMM backend on every GPU: ✓ valid, ! warning, ✗ not valid, with fixes."""
     from dataclasses import replace
 
+    from fp4doctor import render
+
     if as_json and fmt not in (None, "json"):
         raise UserError(f"--json is --format json: it cannot go with --format {fmt}")
     fmt = "json" if as_json else (fmt or "text")
     report = ask(
         replace(q, smoke=smoke, smoke_timeout=smoke_timeout, force=force, allow_jit=allow_jit)
     )
-    from fp4doctor import render  # after the core: its imports load while the probe runs
-
     if fmt == "json":
         write(render.dumps(render.document(report)), kind="json")
     elif fmt == "junit":
@@ -599,12 +592,11 @@ def env(q: Question, shell: str, smoke: bool) -> None:
     from dataclasses import replace
 
     from fp4doctor.emit import FORMATS, emit
+    from fp4doctor.emit.knobs import exports_for, settings
 
     if shell not in FORMATS:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
     report = ask(replace(q, smoke=smoke))
-    from fp4doctor.emit.knobs import exports_for, settings  # after the core, as in `check`
-
     settle(report, "nothing to export")
     evaluation = report.evaluation
     chosen = settings([p.resolution for p in report.families])
@@ -638,12 +630,12 @@ def env(q: Question, shell: str, smoke: bool) -> None:
 def config(q: Question, output: str, force: bool) -> None:
     """Write the choice as the engine's own config file (vLLM --config YAML, TensorRT-LLM
     options YAML) or, where the engine reads only variables, a dotenv file. Atomic."""
-    report = ask(q)
-    from fp4doctor.atomic import write_atomic  # after the core, as in `check`
+    from fp4doctor.atomic import write_atomic
     from fp4doctor.emit import emit
     from fp4doctor.emit.config import render_trtllm_yaml, render_vllm_yaml
     from fp4doctor.emit.knobs import exports_for, settings
 
+    report = ask(q)
     settle(report, "nothing to write")
     evaluation, resolution = report.evaluation, settings([p.resolution for p in report.families])
     fmt = evaluation.profile.engine.config_format

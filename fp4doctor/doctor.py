@@ -20,18 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fp4doctor import facts
+from fp4doctor import facts, profile
 from fp4doctor.findings import Finding, matches
+from fp4doctor.profile.model import FAMILIES, Profile
+from fp4doctor.resolve import Resolution, meant_for, resolve
+from fp4doctor.rules import Evaluation, evaluate, live
+from fp4doctor.versions import is_version
 
-if TYPE_CHECKING:
-    # The rules' modules (profiles, YAML, packaging) are imported by `diagnose` once the probe
-    # runs, so that NVML and the probe's subprocesses answer meanwhile; the smoke package only
-    # when live GEMMs run.
+if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
-    from fp4doctor.profile.model import Profile
-    from fp4doctor.resolve import Resolution
-    from fp4doctor.rules import Evaluation
     from fp4doctor.smoke.result import SmokeResult
     from fp4doctor.smoke.runner import Prestarted
 
@@ -192,28 +190,16 @@ def diagnose(question: Question, progress: Progress | None = None) -> Report:
     """Answer `question` for this host (or its facts file). Raises QuestionError for a question
     that cannot be asked, and facts.FactsError for a facts file that cannot be read."""
     say = progress or (lambda _message: None)
-    probing = _probe_first(question)
-    from fp4doctor.versions import is_version
-
     if question.engine_version is not None and not is_version(question.engine_version):
         raise QuestionError(
             f"--engine-version {question.engine_version!r} is not a version (e.g. 0.15.1)"
         )
     prestarted = _prestart(question)
     try:
-        return _diagnose(question, say, prestarted, probing)
+        return _diagnose(question, say, prestarted)
     finally:
         if prestarted is not None:
             prestarted.close()
-
-
-def _probe_first(question: Question) -> Callable[[], facts.HostFacts] | None:
-    """Start probing this host (not for a facts file) before anything else is imported."""
-    if question.facts_file:
-        return None
-    from fp4doctor.probe import in_background, probe_host
-
-    return in_background(probe_host)
 
 
 def _prestart(question: Question) -> Prestarted | None:
@@ -234,17 +220,9 @@ def _prestart(question: Question) -> Prestarted | None:
     return smoke.Prestarted(allow_jit=question.allow_jit)
 
 
-def _diagnose(
-    question: Question,
-    say: Progress,
-    prestarted: Prestarted | None,
-    probing: Callable[[], facts.HostFacts] | None,
-) -> Report:
-    from fp4doctor.resolve import meant_for, resolve
-    from fp4doctor.rules import evaluate, live
-
-    ckpt = _checkpoint(question)  # a bad --model is a usage error, before the profile is read
-    host, prof = _host_and_profile(question, probing)
+def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) -> Report:
+    ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
+    host, prof = _host_and_profile(question)
     ignore = question.ignore_ids()
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
@@ -320,7 +298,6 @@ def _judge_model(
     question: Question, ckpt: Checkpoint, prof: Profile, evaluation: Evaluation
 ) -> ModelVerdict:
     """The model's findings for the engine release judged, --ignore applied."""
-    from fp4doctor import profile
     from fp4doctor.checkpoint import constraints, judge
 
     try:
@@ -333,8 +310,6 @@ def _judge_model(
 
 def _families(question: Question, prof: Profile) -> list[str]:
     """The FP4 GEMM families to judge: the one `--family` names, else every one the engine runs."""
-    from fp4doctor.profile.model import FAMILIES
-
     present = prof.families()
     if question.family is None:
         return present
@@ -347,13 +322,9 @@ def _families(question: Question, prof: Profile) -> list[str]:
     return [question.family]
 
 
-def _host_and_profile(
-    question: Question, probing: Callable[[], facts.HostFacts] | None
-) -> tuple[facts.HostFacts, Profile]:
-    """The facts (read, or what `probing` finds) and the target's profile; the packages and
-    compiled modules the profile reads are looked up too."""
-    from fp4doctor import profile
-
+def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
+    """The facts (probed, or read) and the target's profile; the probe looks up every package
+    the profile reads."""
     overrides = [Path(p) for p in question.profiles]
 
     def load(target: str) -> Profile:
@@ -369,10 +340,9 @@ def _host_and_profile(
     from fp4doctor.probe.packages import probe_packages
     from fp4doctor.profile.kinds.compiled_arch import modules_read
 
-    # The probe (NVML, the cuDNN reader, nvcc, Triton's ptxas) runs while the rules' modules
-    # load and the profile is parsed: neither needs the other until the profile's own packages
-    # and modules are looked up.
-    probing = probing or in_background(probe_host)
+    # The probe (NVML, the cuDNN reader, nvcc, Triton's ptxas) runs while the profile is parsed:
+    # neither needs the other until the profile's own packages and modules are looked up.
+    probing = in_background(probe_host)
     engines = [package for package, _ in ENGINE_TARGETS]
     prof = load(question.target or pick_target(probe_packages(names=engines)))
     host = probing()
@@ -402,7 +372,6 @@ def _live(
             say("--smoke is ignored with --facts: the live GEMM runs on this host only")
         return [], "not run: judging a facts snapshot, not this host"
     from fp4doctor import smoke  # here: `check --no-smoke` and `env` never load the smoke package
-    from fp4doctor.rules import live
 
     if not smoke.torch_available():
         return [], "not run: torch is not installed (pip install 'fp4doctor[smoke]')"
