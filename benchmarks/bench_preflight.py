@@ -7,7 +7,10 @@ In one run, each command as a subprocess, one warm-up then N timed runs (see tim
 - `fp4doctor probe --json` (no profile, no rules): target at most 0.10 s on a host without a GPU
   (issue 9, set for the 2-core CPU host);
 - `fp4doctor check --no-smoke --json` against `python -m torch.utils.collect_env` and
-  `flashinfer collect-env --json` (information: how much faster the static check is);
+  `flashinfer collect-env --json` (information: how much faster the static check is); the
+  warm-up fills the parsed-profile cache (fp4doctor/profile/cache.py, in a temporary directory
+  of this benchmark's own), and the same check with the cache off (`FP4DOCTOR_CACHE_DIR=`)
+  times a first run, as in a fresh container;
 - `fp4doctor env --shell bash` (no smoke): target at or under 0.25 s on a host without a GPU;
   on a host with a GPU, this and `check --no-smoke` at or under 0.20 s (issue 9, the H200);
 - on a host with an NVIDIA GPU (found through NVML or `nvidia-smi -L`; torch is never imported
@@ -43,6 +46,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +72,8 @@ FLOOR_CPU = "import torch"
 
 PROBE = "fp4doctor probe --json"
 STATIC = "fp4doctor check --no-smoke"
+STATIC_COLD = "fp4doctor check --no-smoke, cold"  # the profile parsed, not read from the cache
+NO_CACHE = {"FP4DOCTOR_CACHE_DIR": ""}
 TORCH_ENV = "torch collect_env"
 FLASHINFER_ENV = "flashinfer collect-env"
 ENV = "fp4doctor env --shell bash"
@@ -239,6 +245,12 @@ def jobs(fp4doctor: list[str], gpus: list[str], smoke: bool = True) -> list[Job]
     found = [
         Job(PROBE, [*fp4doctor, "probe", "--json"], fp4doctor=True),
         Job(STATIC, [*fp4doctor, "check", "--no-smoke", "--json", *target], fp4doctor=True),
+        Job(
+            STATIC_COLD,
+            [*fp4doctor, "check", "--no-smoke", "--json", *target],
+            env=NO_CACHE,
+            fp4doctor=True,
+        ),
         Job(
             TORCH_ENV,
             [sys.executable, "-m", "torch.utils.collect_env"] if torch else None,
@@ -489,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     if unusable:
         print(f"fp4doctor cannot run: {unusable}", file=sys.stderr)
 
+    # The parsed-profile cache: this benchmark's own, filled by each command's warm-up run.
+    cache = tempfile.TemporaryDirectory(prefix="fp4doctor-bench-cache-")
+    os.environ["FP4DOCTOR_CACHE_DIR"] = cache.name
     planned = jobs(fp4doctor, gpus, args.smoke)
     specs = {
         job.tool: Spec(

@@ -20,6 +20,14 @@ from fp4doctor import facts
 HOSTS_DIR = Path(__file__).parent / "fixtures" / "hosts"
 
 
+# --- the parsed-profile cache ------------------------------------------------------------------
+
+# One cache for the whole run (pytest-xdist's workers inherit it from the controller): the
+# suite's own fp4doctor runs use and fill it, and nothing lands in the home directory.
+# tests/test_profile_cache.py checks the cache itself, each test in a directory of its own.
+os.environ.setdefault("FP4DOCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fp4doctor-test-cache-"))
+
+
 # --- fixture hosts -----------------------------------------------------------------------------
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fp4doctor.profile import advisories
+from fp4doctor.profile import advisories, cache
 from fp4doctor.profile.model import Profile
-from fp4doctor.profile.schema import Conditions, module_path, parse, parse_module
 from fp4doctor.profile.yamlnode import ProfileError
 from fp4doctor.shipped import profiles_dir
 from fp4doctor.textfile import UnreadableText, read_text
+
+if TYPE_CHECKING:  # the parser (and the YAML library) is imported only to parse: not on a hit
+    from fp4doctor.profile.schema import Conditions
 
 __all__ = [
     "Profile",
@@ -49,6 +52,8 @@ def _read(path: str | Path) -> str:
 def load_module(name: str) -> Conditions:
     """A shipped module's named conditions (profiles/common/NAME.yaml); KeyError names the
     valid modules."""
+    from fp4doctor.profile.schema import module_path, parse_module
+
     path = module_path(builtin_dir(), name)
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
@@ -61,21 +66,36 @@ def load_file(path: str | Path) -> Profile:
     try:
         st = os.stat(path)
     except OSError:
-        return parse(_read(path), str(path), load_module)  # _read says why
+        return _parse(str(path))[0]  # _read says why
     return _parsed(str(path), st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=64)
 def _parsed(path: str, mtime_ns: int, size: int) -> Profile:
-    # Profiles are immutable: one parse serves every later load of the same file version.
-    return parse(_read(path), path, load_module)
+    # Profiles are immutable: one parse serves every later load of the same file version, in
+    # this process and (profile/cache.py) in the next ones.
+    return cache.cached("profile", path, lambda: _parse(path))
+
+
+def _parse(path: str) -> tuple[Profile, list[str]]:
+    """The profile in `path`, and the shipped modules it includes (the other files read)."""
+    from fp4doctor.profile.schema import module_path, parse
+
+    included: list[str] = []
+
+    def modules(name: str) -> Conditions:
+        conditions = load_module(name)
+        included.append(str(module_path(builtin_dir(), name)))
+        return conditions
+
+    return parse(_read(path), path, modules), included
 
 
 @functools.cache
 def known_issues() -> tuple[advisories.KnownIssue, ...]:
     """The shipped data set of known problems (profiles/advisories.yaml)."""
-    path = builtin_dir() / "advisories.yaml"
-    return advisories.parse(_read(path), str(path))
+    path = str(builtin_dir() / "advisories.yaml")
+    return cache.cached("advisories", path, lambda: (advisories.parse(_read(path), path), []))
 
 
 def load(target: str, overrides: list[Path] | None = None) -> Profile:

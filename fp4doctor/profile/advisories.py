@@ -17,7 +17,6 @@ from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.model import EFFECTS, Advisory, Profile, Requirement
-from fp4doctor.profile.schema import NAME_RE, compose
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 
 SCHEMA = 1
@@ -101,6 +100,8 @@ class KnownIssue:
 
 def parse(text: str, file: str) -> tuple[KnownIssue, ...]:
     """The data set's entries; ProfileError names file, line and key for a malformed one."""
+    from fp4doctor.profile.schema import compose  # the parser: only to parse (profile/cache.py)
+
     root = compose(text, file)
     fields = root.mapping(("schema", "advisories"))
     schema = required(fields, "schema", root)
@@ -118,6 +119,8 @@ def parse(text: str, file: str) -> tuple[KnownIssue, ...]:
 
 
 def _issue(node: Node) -> KnownIssue:
+    from fp4doctor.profile.schema import NAME_RE
+
     f = node.mapping(_KEYS)
     ident = required(f, "id", node).text()
     if not NAME_RE.match(ident):

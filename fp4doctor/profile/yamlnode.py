@@ -2,17 +2,21 @@
 
 Profiles are composed into nodes (never constructed into arbitrary objects: only the safe
 loader's plain scalars), so every error can point at the line it comes from. Requirement kinds
-parse themselves from these nodes.
+parse themselves from these nodes. Nodes are told apart by their `id` ("scalar", "sequence",
+"mapping"), so that importing this module (as every kind does) does not import the YAML
+library: a profile read from the cache (profile/cache.py) is never composed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    import yaml
 
 
 class ProfileError(Exception):
@@ -29,6 +33,7 @@ class Node:
         self.node = node
         self.path = path
         self.file = file
+        self.id: str = getattr(node, "id", "")  # "scalar", "sequence" or "mapping"
 
     @property
     def line(self) -> int:
@@ -38,10 +43,16 @@ class Node:
         where = f" '{self.path}'" if self.path else ""
         return ProfileError(f"{self.file}:{self.line}:{where} {message}")
 
+    def is_scalar(self) -> bool:
+        return self.id == "scalar"
+
+    def is_list(self) -> bool:
+        return self.id == "sequence"
+
     def kind(self) -> str:
-        if isinstance(self.node, yaml.MappingNode):
+        if self.id == "mapping":
             return "a mapping"
-        if isinstance(self.node, yaml.SequenceNode):
+        if self.id == "sequence":
             return "a list"
         value = self.scalar()
         if value is None:
@@ -52,7 +63,7 @@ class Node:
 
     def scalar(self) -> Any:
         node = self.node
-        if not isinstance(node, yaml.ScalarNode):
+        if self.id != "scalar":
             raise self.error(f"should be a single value, got {self.kind()}")
         tag = node.tag
         if tag == "tag:yaml.org,2002:null":
@@ -71,7 +82,7 @@ class Node:
         raise self.error(f"has an unsupported YAML tag {tag!r}")
 
     def mapping(self, known: tuple[str, ...] | None = None) -> dict[str, Node]:
-        if not isinstance(self.node, yaml.MappingNode):
+        if self.id != "mapping":
             raise self.error(f"should be a mapping, got {self.kind()}")
         out: dict[str, Node] = {}
         for key_node, value_node in self.node.value:
@@ -87,7 +98,7 @@ class Node:
         return out
 
     def sequence(self) -> list[Node]:
-        if not isinstance(self.node, yaml.SequenceNode):
+        if self.id != "sequence":
             raise self.error(f"should be a list, got {self.kind()}")
         return [Node(n, f"{self.path}[{i}]", self.file) for i, n in enumerate(self.node.value)]
 
@@ -133,7 +144,7 @@ class Node:
         return value
 
     def texts(self) -> tuple[str, ...]:
-        if isinstance(self.node, yaml.ScalarNode):
+        if self.is_scalar():
             return (self.text(),)
         return tuple(n.text() for n in self.sequence())
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import yaml
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.facts import Gpu
@@ -37,7 +36,7 @@ class ComputeCapability(Kind):
     def parse(
         cls, value: Node, fields: Mapping[str, Node], child: ParseChild, named: Named
     ) -> Kind:
-        if isinstance(value.node, yaml.SequenceNode):
+        if value.is_list():
             exact = tuple(n.integer() for n in value.sequence())
             if not exact:
                 raise value.error("should list at least one compute capability (e.g. [100, 103])")

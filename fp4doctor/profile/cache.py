@@ -1,0 +1,171 @@
+"""Parsed profiles kept between runs, so that a profile file is parsed once per version.
+
+Importing the YAML library and parsing vLLM's profile and its modules is about a fifth of
+`fp4doctor check --no-smoke` (30 ms of 145 on a CPU host). A parsed profile is kept as a pickle
+in the cache directory: `$FP4DOCTOR_CACHE_DIR`, else `$XDG_CACHE_HOME/fp4doctor`, else
+`~/.cache/fp4doctor`; `FP4DOCTOR_CACHE_DIR=` (empty) turns the cache off. Nothing else is kept:
+the host is probed and judged on every run.
+
+An entry is used only while everything it was built from is unchanged: each file read (the
+profile, the modules it includes, the advisories), compared by content (SHA-256: a file
+rewritten within one tick of the file system's clock is still seen), and the code that builds
+it (fp4doctor's version, the size and modification time of the profile package's own files,
+Python, packaging and PyYAML). A pickle runs code when it is loaded, as a `.pyc` does, so an
+entry is read only from a directory and a file this user owns and no one else can write.
+Anything unexpected (no home, a read-only or foreign directory, a damaged entry, a race with
+another run) means the profile is parsed as if there were no cache, in silence; a name in the
+directory that is not a regular file is never replaced.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fp4doctor import __version__
+
+T = TypeVar("T")
+
+CACHE_DIR_ENV = "FP4DOCTOR_CACHE_DIR"
+FORMAT = 1  # bump when what an entry holds changes shape
+
+
+def directory() -> Path | None:
+    """The cache directory this run uses, or None when the cache is off."""
+    chosen = os.environ.get(CACHE_DIR_ENV)
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if base.startswith("~"):
+        return None  # no home directory to expand
+    return Path(base) / "fp4doctor"
+
+
+def cached(kind: str, source: str, build: Callable[[], tuple[T, list[str]]]) -> T:
+    """`build()`'s value for the file `source`, from the cache while it is current. `build`
+    returns the value and the other files it read; what it raises is raised, not kept."""
+    where = directory()
+    entry = None if where is None else where / _name(kind, source)
+    if entry is not None:
+        found = _read(entry)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    value, read = build()
+    if entry is not None:
+        digests = [_digest(p) for p in [source, *read]]
+        if None not in digests:
+            _write(entry, (FORMAT, _code(), tuple(digests), value))
+    return value
+
+
+def _name(kind: str, source: str) -> str:
+    key = f"{kind}\0{os.path.abspath(source)}".encode("utf-8", "surrogateescape")
+    return f"{kind}-{hashlib.sha256(key).hexdigest()[:32]}.pickle"
+
+
+def _digest(path: str) -> tuple[str, str] | None:
+    try:
+        with open(path, "rb") as handle:
+            return os.path.abspath(path), hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+@functools.cache
+def _code() -> tuple[object, ...]:
+    """What the parsed objects depend on besides the files: the code that builds them."""
+    here = Path(__file__).parent
+    files = sorted([*here.glob("*.py"), *here.glob("kinds/*.py")])
+    packaging = sys.modules.get("packaging")
+    return (
+        __version__,
+        sys.version,
+        getattr(packaging, "__version__", None),
+        tuple(_stat(str(f)) for f in files),
+        _stat(_origin("yaml") or ""),
+    )
+
+
+def _stat(path: str) -> tuple[str, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return path, st.st_size, st.st_mtime_ns
+
+
+def _origin(module: str) -> str | None:
+    """Where `module` would be imported from, without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None else None
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user, and no one else can write it."""
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _read(entry: Path) -> Any | None:
+    """The entry's value when it is current, else None."""
+    import pickle
+
+    try:
+        where = os.lstat(entry.parent)
+        if not stat.S_ISDIR(where.st_mode) or not _private(where):
+            return None
+        if not stat.S_ISREG(os.lstat(entry).st_mode):
+            return None
+        # Non-blocking: a FIFO put there after that look must not hang the doctor.
+        with open(os.open(entry, os.O_RDONLY | os.O_NONBLOCK | _NO_FOLLOW), "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode) or not _private(st):
+                return None
+            fmt, code, digests, value = pickle.load(handle)
+    except Exception:  # absent, damaged, truncated, or another layout: parse again
+        return None
+    if fmt != FORMAT or code != _code():
+        return None
+    if any(_digest(path) != (path, digest) for path, digest in digests):
+        return None
+    return value
+
+
+def _write(entry: Path, content: tuple[object, ...]) -> None:
+    """Keep `content` at `entry` (a new file, then a rename); any failure keeps nothing."""
+    import pickle
+    import secrets
+
+    try:
+        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        where = os.lstat(entry.parent)
+        if not stat.S_ISDIR(where.st_mode) or not _private(where):
+            return
+        if os.path.lexists(entry) and not stat.S_ISREG(os.lstat(entry).st_mode):
+            return  # never replace what is not a regular file
+        data = pickle.dumps(content, protocol=pickle.HIGHEST_PROTOCOL)
+        temporary = entry.with_name(f".{entry.name}.{secrets.token_hex(8)}")
+        fd = os.open(temporary, _NEW_FILE, 0o600)
+        try:
+            with open(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, entry)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    except Exception:  # a cache that cannot be written is no cache
+        return
+
+
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW

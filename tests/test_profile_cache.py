@@ -1,0 +1,250 @@
+"""The parsed-profile cache (fp4doctor/profile/cache.py): used while current, ignored otherwise,
+never trusted from a directory or file another user could write, never in the way."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp4doctor import profile
+from fp4doctor.profile import cache
+from fp4doctor.profile.yamlnode import ProfileError
+
+
+class Builds:
+    """A build function for `cache.cached` that counts its calls (what a parse would cost)."""
+
+    def __init__(self, value: object, read: list[str] | None = None) -> None:
+        self.value, self.read, self.calls = value, read or [], 0
+
+    def __call__(self) -> tuple[object, list[str]]:
+        self.calls += 1
+        return self.value, self.read
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "cache"
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(where))
+    return where
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "rules.yaml"
+    path.write_text("schema: 1\n", encoding="utf-8")
+    return path
+
+
+def entries(where: Path) -> list[Path]:
+    return sorted(p for p in where.iterdir() if not p.name.startswith("."))
+
+
+def test_a_current_entry_is_read_instead_of_built(cache_dir: Path, source: Path) -> None:
+    build = Builds({"parsed": [1, 2, 3]})
+    assert cache.cached("profile", str(source), build) == {"parsed": [1, 2, 3]}
+    assert cache.cached("profile", str(source), build) == {"parsed": [1, 2, 3]}
+    assert build.calls == 1
+    [entry] = entries(cache_dir)
+    assert entry.stat().st_mode & 0o777 == 0o600
+    assert cache_dir.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_changed_source_is_built_again_even_at_the_same_size_and_time(
+    cache_dir: Path, source: Path
+) -> None:
+    """Content decides: a file rewritten within one tick of the file system's clock, at the
+    same size (here: its modification time put back as it was), is still a new file."""
+    build = Builds("first")
+    cache.cached("profile", str(source), build)
+    before = source.stat()
+    source.write_text("schema: 2\n", encoding="utf-8")
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    build.value = "second"
+    assert cache.cached("profile", str(source), build) == "second"
+    assert build.calls == 2
+
+
+def test_a_changed_included_file_is_built_again(
+    cache_dir: Path, source: Path, tmp_path: Path
+) -> None:
+    module = tmp_path / "module.yaml"
+    module.write_text("a: 1\n", encoding="utf-8")
+    build = Builds("first", [str(module)])
+    cache.cached("profile", str(source), build)
+    module.write_text("a: 2\n", encoding="utf-8")
+    build.value = "second"
+    assert cache.cached("profile", str(source), build) == "second"
+    module.unlink()  # a file read that is gone: built again (and then not kept)
+    build.value = "third"
+    assert cache.cached("profile", str(source), build) == "third"
+    assert build.calls == 3
+
+
+def test_other_code_is_built_again(
+    cache_dir: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry written by other code (another fp4doctor, an edited kind, another PyYAML) is
+    not read: the code's fingerprint is part of the entry."""
+    build = Builds("old code")
+    cache.cached("profile", str(source), build)
+    monkeypatch.setattr(cache, "_code", lambda: ("another fp4doctor",))
+    build.value = "new code"
+    assert cache.cached("profile", str(source), build) == "new code"
+    assert build.calls == 2
+
+
+@pytest.mark.parametrize(
+    "damage", [b"", b"not a pickle", pickle.dumps(("wrong", "shape")), pickle.dumps(None)]
+)
+def test_a_damaged_entry_is_built_again_and_replaced(
+    cache_dir: Path, source: Path, damage: bytes
+) -> None:
+    build = Builds("value")
+    cache.cached("profile", str(source), build)
+    [entry] = entries(cache_dir)
+    entry.write_bytes(damage)
+    assert cache.cached("profile", str(source), build) == "value"
+    assert cache.cached("profile", str(source), build) == "value"
+    assert build.calls == 2  # the second build replaced the damaged entry
+
+
+def test_an_entry_another_user_could_write_is_not_read(cache_dir: Path, source: Path) -> None:
+    """A pickle runs code when loaded: a group- or world-writable entry or directory is not
+    trusted, and nothing is written into such a directory."""
+    build = Builds("value")
+    cache.cached("profile", str(source), build)
+    [entry] = entries(cache_dir)
+    entry.chmod(0o622)
+    cache.cached("profile", str(source), build)
+    assert build.calls == 2
+    entry.unlink()
+    cache_dir.chmod(0o777)
+    cache.cached("profile", str(source), build)
+    cache.cached("profile", str(source), build)
+    assert build.calls == 4
+    assert entries(cache_dir) == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_an_entry_another_user_owns_is_not_read(cache_dir: Path, source: Path) -> None:
+    build = Builds("value")
+    cache.cached("profile", str(source), build)
+    [entry] = entries(cache_dir)
+    os.chown(entry, 65534, 65534)
+    cache.cached("profile", str(source), build)
+    assert build.calls == 2
+
+
+@pytest.mark.parametrize("what", ["directory", "symlink", "fifo"])
+def test_a_name_that_is_not_a_regular_file_is_never_replaced(
+    cache_dir: Path, source: Path, tmp_path: Path, what: str
+) -> None:
+    build = Builds("value")
+    cache.cached("profile", str(source), build)
+    [entry] = entries(cache_dir)
+    entry.unlink()
+    target = tmp_path / "elsewhere"
+    target.write_text("keep me\n", encoding="utf-8")
+    if what == "directory":
+        entry.mkdir()
+    elif what == "symlink":
+        entry.symlink_to(target)
+    else:
+        os.mkfifo(entry)
+    assert cache.cached("profile", str(source), build) == "value"
+    assert cache.cached("profile", str(source), build) == "value"
+    assert build.calls == 3
+    assert entry.is_symlink() if what == "symlink" else not entry.is_file()
+    assert target.read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_an_empty_cache_dir_setting_turns_the_cache_off(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    build = Builds("value")
+    cache.cached("profile", str(source), build)
+    cache.cached("profile", str(source), build)
+    assert build.calls == 2
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
+
+
+def test_the_default_directory_follows_xdg_then_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(cache.CACHE_DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.directory() == tmp_path / "xdg" / "fp4doctor"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.directory() == tmp_path / "home" / ".cache" / "fp4doctor"
+
+
+def test_a_cache_that_cannot_be_made_is_no_cache(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(blocker / "cache"))
+    build = Builds("value")
+    assert cache.cached("profile", str(source), build) == "value"
+    assert cache.cached("profile", str(source), build) == "value"
+    assert build.calls == 2
+
+
+def test_what_the_build_raises_is_raised_and_not_kept(cache_dir: Path, source: Path) -> None:
+    def broken() -> tuple[object, list[str]]:
+        raise ProfileError(f"{source}:1: 'schema' is 9; this fp4doctor reads schema 1")
+
+    for _ in range(2):
+        with pytest.raises(ProfileError, match="schema"):
+            cache.cached("profile", str(source), broken)
+    assert not cache_dir.exists() or entries(cache_dir) == []
+
+
+def test_a_cached_shipped_profile_equals_a_fresh_parse(cache_dir: Path) -> None:
+    """The real thing: every shipped profile and the advisories, parsed, kept, read back."""
+    for target in profile.builtin_names():
+        path = str(profile.builtin_dir() / f"{target}.yaml")
+        fresh, included = profile._parse(path)
+        kept = cache.cached("profile", path, lambda: profile._parse(path))  # noqa: B023
+        read = cache.cached("profile", path, lambda: pytest.fail("parsed again"))  # type: ignore[arg-type,return-value]
+        assert kept == fresh and read == fresh, target
+        assert all(Path(p).is_file() for p in included)
+    assert len(entries(cache_dir)) == len(profile.builtin_names())
+
+
+def run_check(where: str) -> subprocess.CompletedProcess[str]:
+    """`fp4doctor check --no-smoke --target vllm` in a fresh interpreter with the cache in
+    `where` ("": off), then whether it imported the YAML library (on stderr)."""
+    code = (
+        "import sys\n"
+        "from fp4doctor import cli\n"
+        "try:\n"
+        "    cli.main(['check', '--no-smoke', '--target', 'vllm'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('yaml imported:', 'yaml' in sys.modules, file=sys.stderr)\n"
+    )
+    env = {**os.environ, cache.CACHE_DIR_ENV: where}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_check_reads_the_profile_from_the_cache_on_its_second_run(tmp_path: Path) -> None:
+    """End to end: the second run's report is the first's, and it never imports PyYAML."""
+    first, second = run_check(str(tmp_path / "c")), run_check(str(tmp_path / "c"))
+    assert "yaml imported: True" in first.stderr
+    assert "yaml imported: False" in second.stderr, second.stderr
+    assert second.stdout == first.stdout and second.stdout
+    off = run_check("")  # FP4DOCTOR_CACHE_DIR= : the cache is off
+    assert off.stdout == first.stdout and "yaml imported: True" in off.stderr
