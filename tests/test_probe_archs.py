@@ -697,22 +697,32 @@ def test_variants_built_by_nvcc_match_cuobjdump(
         assert cuobjdump_archs(tool, path) == (base_sass(sass), ptx), found
 
 
+def fake_distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, module: str, record: str, sm: int
+) -> Path:
+    """A FAKE distribution `name` 0.1 on sys.path: its package holds a CUDA module at `module`
+    (a fatbin with one sm_`sm` cubin), and its RECORD says `record`."""
+    package = tmp_path / name.replace("-", "_")
+    package.mkdir()
+    (package / "__init__.py").write_text("raise SystemExit('the probe must not import me')\n")
+    built = package / module
+    built.parent.mkdir(parents=True, exist_ok=True)
+    built.write_bytes(fake_elf({".nv_fatbin": fake_container(fake_entry(KIND_ELF, sm))}))
+    info = tmp_path / f"{package.name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "RECORD").write_text(record)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return built
+
+
 def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A FAKE engine distribution on sys.path, built in place: its .so sits in the package
     directory and its RECORD omits it (as `pip install -e .` leaves it)."""
-    package = tmp_path / "fp4doctor_fake_engine"
-    package.mkdir()
-    (package / "__init__.py").write_text("raise SystemExit('the probe must not import me')\n")
-    built = package / "_C.abi3.so"
-    built.write_bytes(fake_elf({".nv_fatbin": fake_container(fake_entry(KIND_ELF, 120))}))
-    info = tmp_path / "fp4doctor_fake_engine-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: fp4doctor-fake-engine\nVersion: 0.1\n"
+    record = "fp4doctor_fake_engine/__init__.py,,\n"
+    return fake_distribution(
+        tmp_path, monkeypatch, "fp4doctor-fake-engine", "_C.abi3.so", record, 120
     )
-    (info / "RECORD").write_text("fp4doctor_fake_engine/__init__.py,,\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return built
 
 
 def test_an_editable_build_is_found_in_its_package_directory(
@@ -797,17 +807,10 @@ def test_a_quoted_record_path_is_left_to_importlib_metadata(
     text: `installed_files` says so (None) and `locate` asks importlib.metadata, which finds it."""
     from fp4doctor.probe.packages import installed_files
 
-    package = tmp_path / "fp4doctor_fake_quoted"
-    (package / "odd,name").mkdir(parents=True)
-    built = package / "odd,name" / "_C.so"
-    built.write_bytes(fake_elf({".nv_fatbin": fake_container(fake_entry(KIND_ELF, 100))}))
-    info = tmp_path / "fp4doctor_fake_quoted-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: fp4doctor-fake-quoted\nVersion: 1.0\n"
+    record = '"fp4doctor_fake_quoted/odd,name/_C.so",,\n'
+    built = fake_distribution(
+        tmp_path, monkeypatch, "fp4doctor-fake-quoted", "odd,name/_C.so", record, 100
     )
-    (info / "RECORD").write_text('"fp4doctor_fake_quoted/odd,name/_C.so",,\n')
-    monkeypatch.syspath_prepend(str(tmp_path))
     assert installed_files("fp4doctor-fake-quoted") is None
     assert locate("fp4doctor-fake-quoted/_C.so") == built
     with pytest.raises(LookupError, match="not installed"):
