@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -22,10 +23,13 @@ HOSTS_DIR = Path(__file__).parent / "fixtures" / "hosts"
 
 # --- the parsed-profile cache ------------------------------------------------------------------
 
-# One cache for the whole run (pytest-xdist's workers inherit it from the controller): the
-# suite's own fp4doctor runs use and fill it, and nothing lands in the home directory.
-# tests/test_profile_cache.py checks the cache itself, each test in a directory of its own.
-os.environ.setdefault("FP4DOCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="fp4doctor-test-cache-"))
+# One cache for the whole run (pytest-xdist's workers inherit it from the controller, which
+# removes it at the end): the suite's own fp4doctor runs use and fill it, and nothing lands in
+# the home directory. tests/test_profile_cache.py checks the cache itself, each test in a
+# directory of its own.
+if "FP4DOCTOR_CACHE_DIR" not in os.environ:
+    os.environ["FP4DOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="fp4doctor-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["FP4DOCTOR_CACHE_DIR"], ignore_errors=True)
 
 
 # --- fixture hosts -----------------------------------------------------------------------------

@@ -248,3 +248,16 @@ def test_check_reads_the_profile_from_the_cache_on_its_second_run(tmp_path: Path
     assert second.stdout == first.stdout and second.stdout
     off = run_check("")  # FP4DOCTOR_CACHE_DIR= : the cache is off
     assert off.stdout == first.stdout and "yaml imported: True" in off.stderr
+
+
+def test_a_source_that_is_not_a_regular_file_is_not_read_for_the_cache(
+    cache_dir: Path, tmp_path: Path
+) -> None:
+    """A FIFO with no writer (reading it would hang) or a device: the cache reads nothing from
+    it and keeps nothing for it; what the build says about it stands."""
+    fifo = tmp_path / "rules.yaml"
+    os.mkfifo(fifo)
+    for source in (str(fifo), "/dev/zero"):
+        build = Builds("the parser's own refusal")
+        assert cache.cached("profile", source, build) == "the parser's own refusal"
+    assert not cache_dir.exists() or entries(cache_dir) == []

@@ -51,16 +51,17 @@ def cached(kind: str, source: str, build: Callable[[], tuple[T, list[str]]]) -> 
     """`build()`'s value for the file `source`, from the cache while it is current. `build`
     returns the value and the other files it read; what it raises is raised, not kept."""
     where = directory()
-    entry = None if where is None else where / _name(kind, source)
-    if entry is not None:
-        found = _read(entry)
-        if found is not None:
-            return found  # type: ignore[no-any-return]
+    if where is None:
+        return build()[0]
+    entry = where / _name(kind, source)
+    found = _read(entry)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    first = _digest(source)  # before the build: a file edited meanwhile is not taken as read
     value, read = build()
-    if entry is not None:
-        digests = [_digest(p) for p in [source, *read]]
-        if None not in digests:
-            _write(entry, (FORMAT, _code(), tuple(digests), value))
+    digests = [first, *(_digest(p) for p in read)]
+    if None not in digests:
+        _write(entry, (FORMAT, _code(), tuple(digests), value))
     return value
 
 
@@ -70,8 +71,12 @@ def _name(kind: str, source: str) -> str:
 
 
 def _digest(path: str) -> tuple[str, str] | None:
+    """The file's SHA-256; None for what is not a regular file (a device, a FIFO: never read
+    here, and the parser refuses them) or cannot be read."""
     try:
-        with open(path, "rb") as handle:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOSE_ON_EXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             return os.path.abspath(path), hashlib.sha256(handle.read()).hexdigest()
     except OSError:
         return None
@@ -167,5 +172,6 @@ def _write(entry: Path, content: tuple[object, ...]) -> None:
         return
 
 
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_CLOSE_ON_EXEC = getattr(os, "O_CLOEXEC", 0)
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | _CLOSE_ON_EXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW
