@@ -87,14 +87,8 @@ def _code() -> tuple[object, ...]:
     """What the parsed objects depend on besides the files: the code that builds them."""
     here = Path(__file__).parent
     files = sorted([*here.glob("*.py"), *here.glob("kinds/*.py")])
-    packaging = sys.modules.get("packaging")
-    return (
-        __version__,
-        sys.version,
-        getattr(packaging, "__version__", None),
-        tuple(_stat(str(f)) for f in files),
-        _stat(_origin("yaml") or ""),
-    )
+    libraries = [_origin(name) or "" for name in ("packaging", "yaml")]  # as installed now
+    return (__version__, sys.version, *(_stat(str(f)) for f in files), *map(_stat, libraries))
 
 
 def _stat(path: str) -> tuple[str, int, int] | None:
