@@ -4,6 +4,7 @@ rest of the family is tested without it in tests/test_moe.py."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import sys
 import types
@@ -90,15 +91,24 @@ class FakeFusedMoe:
 @pytest.fixture
 def fake_flashinfer(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeFusedMoe]:
     fused = FakeFusedMoe()
+    fake_flashinfer_modules(monkeypatch, {}, {"cutlass_fused_moe": fused.cutlass_fused_moe})
+    yield fused
+
+
+def fake_flashinfer_modules(
+    monkeypatch: pytest.MonkeyPatch, top: dict[str, Any], fused_moe: dict[str, Any]
+) -> None:
+    """A FAKE `flashinfer` (version 0.0.0+fake, autotune a no-op, and `top`) and
+    `flashinfer.fused_moe` holding `fused_moe`, in sys.modules for the test."""
     flashinfer = types.ModuleType("flashinfer")
     flashinfer.__spec__ = importlib.machinery.ModuleSpec("flashinfer", None)
-    flashinfer.__version__ = "0.0.0+fake"  # type: ignore[attr-defined]
-    flashinfer.autotune = lambda _on: __import__("contextlib").nullcontext()  # type: ignore[attr-defined]
+    vars(flashinfer).update(
+        __version__="0.0.0+fake", autotune=lambda _on: contextlib.nullcontext(), **top
+    )
     module = types.ModuleType("flashinfer.fused_moe")
-    module.cutlass_fused_moe = fused.cutlass_fused_moe  # type: ignore[attr-defined]
+    vars(module).update(fused_moe)
     monkeypatch.setitem(sys.modules, "flashinfer", flashinfer)
     monkeypatch.setitem(sys.modules, "flashinfer.fused_moe", module)
-    yield fused
 
 
 def test_flashinfer_cutlass_moe_adapter_calls_as_vllm_does(
@@ -285,16 +295,14 @@ class FakeBlackwellMoe:
 @pytest.fixture
 def fake_blackwell_moe(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeBlackwellMoe]:
     fused = FakeBlackwellMoe()
-    flashinfer = types.ModuleType("flashinfer")
-    flashinfer.__spec__ = importlib.machinery.ModuleSpec("flashinfer", None)
-    flashinfer.__version__ = "0.0.0+fake"  # type: ignore[attr-defined]
-    flashinfer.autotune = lambda _on: __import__("contextlib").nullcontext()  # type: ignore[attr-defined]
-    flashinfer.SfLayout = types.SimpleNamespace(layout_linear="linear (fake)")  # type: ignore[attr-defined]
-    module = types.ModuleType("flashinfer.fused_moe")
-    module.trtllm_fp4_block_scale_moe = fused.trtllm_fp4_block_scale_moe  # type: ignore[attr-defined]
-    module.cute_dsl_fused_moe_nvfp4 = fused.cute_dsl_fused_moe_nvfp4  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "flashinfer", flashinfer)
-    monkeypatch.setitem(sys.modules, "flashinfer.fused_moe", module)
+    fake_flashinfer_modules(
+        monkeypatch,
+        {"SfLayout": types.SimpleNamespace(layout_linear="linear (fake)")},
+        {
+            "trtllm_fp4_block_scale_moe": fused.trtllm_fp4_block_scale_moe,
+            "cute_dsl_fused_moe_nvfp4": fused.cute_dsl_fused_moe_nvfp4,
+        },
+    )
     yield fused
 
 
