@@ -91,3 +91,19 @@ def test_json() -> None:
 def test_explain_needs_a_model() -> None:
     code, out = _explain("--facts", B200)
     assert code == 2 and "explain needs --model" in out
+
+
+def test_a_backend_the_engine_passes_over_for_this_model_says_why() -> None:
+    """MiniMax-M3's clamped SWIGLUOAI experts on a DGX Spark (field case fi-3732): vLLM passes
+    over the CUTLASS MoE backends because of the activation, and the skip says so (it once
+    said only that "its condition in the automatic order does not hold")."""
+    host = str(ROOT / "tests" / "field" / "hosts" / "fi-3732-spark-minimax-swigluoai.json")
+    code, out = _explain(
+        "--facts", host, "--target", "vllm", "--tp", "4",
+        "--model", str(CKPTS / "minimax-m3-nvfp4"),
+    )  # fmt: skip
+    assert code == 0, out
+    skipped = [line for line in out.splitlines() if "cutlass-moe" in line and "skipped" in line]
+    assert skipped, out
+    for line in skipped:
+        assert "SWIGLUOAI_UNINTERLEAVE" in line and "does not hold" not in line, line

@@ -107,7 +107,14 @@ def _layer(g: RankGemm, part: FamilyPart, model: ModelVerdict) -> LayerExplanati
         own = [f for f in model.backend_findings(b, name) if f.status.blocking]
         own += [f for f in model.backend_findings(b, "linear") if f.status.blocking]
         if weight_only is None and b not in evaluation.auto_order:
-            why = host[0].reason if host else "its condition in the automatic order does not hold"
+            skip = model.engine_skips(b)  # the engine passes over it for this model
+            why = (
+                host[0].reason
+                if host
+                else skip.reason
+                if skip
+                else "its condition in the automatic order does not hold"
+            )
             steps.append(Step(b, SKIPPED, why))
             continue
         if weight_only is not None and host:

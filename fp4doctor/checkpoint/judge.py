@@ -58,10 +58,10 @@ class ModelVerdict:
             else v
             for name, v in evaluation.verdicts.items()
         }
-        order = tuple(b for b in evaluation.auto_order if not self._engine_skips(b))
+        order = tuple(b for b in evaluation.auto_order if not self.engine_skips(b))
         return replace(evaluation, verdicts=verdicts, auto_order=order)
 
-    def _engine_skips(self, backend: str) -> Finding | None:
+    def engine_skips(self, backend: str) -> Finding | None:
         """The model finding for which the engine's automatic choice passes over `backend`."""
         return next(
             (f for f in self.per_backend.get(backend, ())
@@ -84,7 +84,7 @@ class ModelVerdict:
         ]  # fmt: skip
         passed: list[tuple[str, Finding]] = []
         for backend in order:
-            skip = self._engine_skips(backend)
+            skip = self.engine_skips(backend)
             if skip is not None:
                 passed.append((backend, skip))
                 continue
