@@ -326,7 +326,8 @@ class _Run:
         """A prestarted worker, followed (and killed on stop) like a spawned one."""
         with self._lock:
             if self.stop.is_set():
-                worker.kill()
+                worker.reap(0.0)  # killed and reaped, its pipe and stderr file closed
+                worker.close()
                 return None
             self._workers.add(worker)
             return worker
