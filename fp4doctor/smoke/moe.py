@@ -101,13 +101,30 @@ def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]
     return ids.to(torch.int32), torch.softmax(values, dim=-1).to(torch.float32)
 
 
+def _per_expert(rows: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """`rows[r] @ weights[ids[r]].T` in float64 for every row `r`: `[R, O]` from rows `[R, K]`,
+    weights `[E, O, K]` and expert ids `[R]`. Every row meets every expert (E is small), which
+    costs less than gathering a `[R, O, K]` copy of the weights."""
+    every = torch.einsum("rk,eok->reo", rows.to(torch.float64), weights.to(torch.float64))
+    return every[torch.arange(rows.shape[0]), ids.long()]
+
+
 def _intermediate(x: torch.Tensor, w13: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up for every routed (token, slot) pair, float64 `[T * top_k, I]`."""
     inter = w13.shape[1] // 2
-    rows = x.to(torch.float64).repeat_interleave(ids.shape[1], dim=0)  # [T*k, H]
-    w = w13.to(torch.float64)[ids.reshape(-1).long()]  # [T*k, 2I, H]
-    h = torch.einsum("rh,roh->ro", rows, w)
+    rows = x.repeat_interleave(ids.shape[1], dim=0)  # [T*k, H]
+    h = _per_expert(rows, w13, ids.reshape(-1))
     return torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
+
+
+def _combine(act: torch.Tensor, w2: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+             inter_global_scale: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """Quantise the intermediate `act` with the layer's scale, multiply by each row's `w2`,
+    and sum each token's rows with its routing weights: float64 `[T, H]`."""
+    packed, scales, gs = nvfp4.quantize(act.to(torch.float32), inter_global_scale)
+    act_q = nvfp4.dequantize(packed, scales, gs)
+    y = _per_expert(act_q, w2, ids.reshape(-1)) * weights.reshape(-1, 1).to(torch.float64)
+    return y.reshape(ids.shape[0], ids.shape[1], -1).sum(dim=1)
 
 
 def reference_moe(case_x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
@@ -115,12 +132,7 @@ def reference_moe(case_x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
                   inter_global_scale: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """The answer, in float64 on the CPU: per token, the weighted sum over its experts of
     `nvfp4(silu(x w1ᵀ) * (x w3ᵀ)) @ w2ᵀ`, the intermediate quantised with the layer's scale."""
-    act = _intermediate(case_x, w13, ids)
-    packed, scales, gs = nvfp4.quantize(act.to(torch.float32), inter_global_scale)
-    act_q = nvfp4.dequantize(packed, scales, gs).to(torch.float64)
-    y = torch.einsum("ri,rhi->rh", act_q, w2.to(torch.float64)[ids.reshape(-1).long()])
-    y = y * weights.reshape(-1, 1).to(torch.float64)
-    return y.reshape(ids.shape[0], ids.shape[1], -1).sum(dim=1)
+    return _combine(_intermediate(case_x, w13, ids), w2, ids, weights, inter_global_scale)
 
 
 def _sparse(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
@@ -149,9 +161,10 @@ def make_case(tokens: int, hidden: int, inter: int, device: str | torch.device,
     logits = torch.randn(tokens, EXPERTS, generator=gen, dtype=torch.float32)
     ids, weights = route(logits, TOP_K)
     # The intermediate's scale as a calibrated checkpoint holds it: from its amax on this batch.
-    probe = reference_intermediate_amax(x_deq, w13.deq, ids)
-    inter_gs = torch.tensor(nvfp4.E4M3_MAX * nvfp4.E2M1_MAX / max(probe, 1e-6))
-    ref = reference_moe(x_deq, w13.deq, w2.deq, ids, weights, inter_gs)
+    act = _intermediate(x_deq, w13.deq, ids)
+    amax = float(act.abs().max())
+    inter_gs = torch.tensor(nvfp4.E4M3_MAX * nvfp4.E2M1_MAX / max(amax, 1e-6))
+    ref = _combine(act, w2.deq, ids, weights, inter_gs)
     return MoeCase(
         tokens=tokens,
         hidden=hidden,
@@ -166,8 +179,3 @@ def make_case(tokens: int, hidden: int, inter: int, device: str | torch.device,
         topk_weights=weights.to(device),
         ref=ref,
     )
-
-
-def reference_intermediate_amax(x: torch.Tensor, w13: torch.Tensor, ids: torch.Tensor) -> float:
-    """max |silu(gate) * up| over the routed (token, expert) pairs: what calibration records."""
-    return float(_intermediate(x, w13, ids).abs().max())

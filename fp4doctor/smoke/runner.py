@@ -98,6 +98,10 @@ def worker_env(base: Mapping[str, str], visible: str, allow_jit: bool) -> dict[s
     env = dict(base)
     env["CUDA_VISIBLE_DEVICES"] = visible
     env["PYTHONUNBUFFERED"] = "1"  # the stderr tail kept for crash reports is complete
+    # What torch sets when it starts CUDA, unless set (pytorch aten/src/ATen/cuda/detail/
+    # CUDAHooks.cpp, maybe_set_cuda_module_loading), set here: the worker starts CUDA before
+    # torch does (worker `_Start`), and the driver reads it then.
+    env.setdefault("CUDA_MODULE_LOADING", "LAZY")
     # The problems are tiny: a few CPU threads per worker are plenty. Left alone, each worker's
     # OpenMP pool takes every core, and workers running side by side (one per GPU) starve
     # each other: measured on 2x H200, the 0.2 s emulation check took 1.1-1.7 s per worker.

@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -106,14 +107,49 @@ def _send_result(proto: Channel, name: str, result: SmokeResult) -> None:
 
 def _job_from_stdin() -> tuple[str, list[str]] | None:
     """A prestarted worker's job: one JSON line {"device", "visible", "adapters"} on stdin,
-    sent once the doctor knows its GPU. CUDA_VISIBLE_DEVICES is set here, after `import torch`
-    and before anything initialises CUDA, which reads it then. None: no job (stdin closed)."""
+    sent once the doctor knows its GPU. CUDA_VISIBLE_DEVICES is set here, before anything
+    initialises CUDA, which reads it then. None: no job (stdin closed).
+
+    Read while `import torch` runs (`_Start`). The variable is in the worker's environment from
+    its start (`Prestarted` sets it empty), so setting it replaces one entry of the C
+    environment in place and never moves the array that a concurrent `getenv` may be reading."""
     line = sys.stdin.readline()
     if not line:
         return None
     job = json.loads(line)
     os.environ["CUDA_VISIBLE_DEVICES"] = str(job["visible"])
     return str(job["device"]), [str(name) for name in job["adapters"]]
+
+
+def _retain_primary_context() -> None:
+    """Create device 0's primary CUDA context through the driver. Best effort: a failure (no
+    libcuda, no GPU) is left for torch's own start-up to report, in its words."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0:
+            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
+    except (OSError, AttributeError):
+        return
+
+
+class _Start(threading.Thread):
+    """What a worker's start can do beside `import torch` (seconds of mostly Python work):
+    read a prestarted worker's job, then, for a GPU, create its CUDA context. Creating the
+    context is driver work (0.3-0.4 s on an H200) that ctypes runs without the interpreter
+    lock, so it overlaps the import instead of following it; torch then takes the same
+    primary context. The result: `job`, as `_job_from_stdin` gives it, or the command line's."""
+
+    def __init__(self, on_stdin: bool, device: str | None, adapters: list[str]) -> None:
+        super().__init__(name="fp4doctor-worker-start", daemon=True)
+        self.on_stdin = on_stdin
+        self.job: tuple[str, list[str]] | None = (device or "", adapters)
+
+    def run(self) -> None:
+        if self.on_stdin:
+            self.job = _job_from_stdin()
+        if self.job is not None and self.job[0] == "cuda":
+            _retain_primary_context()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,20 +166,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("adapters", nargs="*")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent_pid)
-    names: list[str] = list(args.adapters)
+    if args.device is None and not args.job_on_stdin:
+        parser.error("--device or --job-on-stdin is required")
+    start = _Start(args.job_on_stdin, args.device, list(args.adapters))
+    start.start()
 
     torch_failed: Exception | None = None
     try:
         import torch
     except Exception as failed:
         torch_failed = failed
-    if args.job_on_stdin:
-        job = _job_from_stdin()
-        if job is None:
-            return 0
-        args.device, names = job
-    if args.device is None:
-        parser.error("--device or --job-on-stdin is required")
+    start.join()
+    if start.job is None:
+        return 0
+    args.device, names = start.job
     if torch_failed is not None:
         proto.send("hello", pid=os.getpid(), torch=None)
         if isinstance(torch_failed, ModuleNotFoundError) and torch_failed.name == "torch":
