@@ -40,6 +40,11 @@ if _SIGINT_BEFORE is signal.default_int_handler:
     except ValueError:  # imported outside the main thread: nothing to guard
         _SIGINT_BEFORE = None
 
+# NVML starts in the driver while the modules below load, for a command that probes this host.
+from fp4doctor import startup  # noqa: E402
+
+startup.begin_nvml(sys.argv)
+
 import codecs  # noqa: E402
 import functools  # noqa: E402
 import os  # noqa: E402

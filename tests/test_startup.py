@@ -1,0 +1,115 @@
+"""fp4doctor/startup.py: NVML started beside the imports, for the commands that probe this host,
+and never a change in what the probe sees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from fp4doctor import startup
+from fp4doctor.probe.gpus import probe_gpus
+
+SCRIPT = "/venv/bin/fp4doctor"
+MODULE = os.path.join("/src", "fp4doctor", "__main__.py")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([SCRIPT, "check"], True),
+        ([SCRIPT, "check", "--no-smoke", "--target", "vllm"], True),
+        ([MODULE, "env", "--prefer", "cudnn"], True),
+        ([SCRIPT, "probe", "--json"], True),
+        ([SCRIPT, "config", "-o", "x.yaml"], True),
+        ([SCRIPT, "explain"], True),
+        ([SCRIPT, "advisories"], True),
+        ([SCRIPT, "node"], True),
+        ([SCRIPT, "check", "--facts", "host.json"], False),  # a snapshot: nothing probed
+        ([SCRIPT, "check", "--facts=host.json"], False),
+        ([SCRIPT, "check", "--help"], False),
+        ([SCRIPT, "env", "-h"], False),
+        ([SCRIPT, "--version"], False),
+        ([SCRIPT], False),
+        ([SCRIPT, "profiles", "list"], False),
+        ([SCRIPT, "fleet", "status"], False),
+        (["/venv/bin/pytest", "-k", "check"], False),  # the module imported by a test runner
+        ([os.path.join("/venv", "lib", "pytest", "__main__.py"), "check"], False),
+        ([], False),
+    ],
+)
+def test_only_commands_that_probe_this_host_start_nvml_early(
+    argv: list[str], expected: bool
+) -> None:
+    assert startup.probes_this_host(argv) is expected
+
+
+def test_nothing_starts_for_a_command_that_does_not_probe() -> None:
+    assert startup.begin_nvml([SCRIPT, "profiles", "list"]) is None
+
+
+class _FakeNvml:
+    """FAKE libnvidia-ml (a driver this host may not have): records what is called."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def nvmlInit_v2(self) -> int:
+        self.calls.append("nvmlInit_v2")
+        return 0
+
+
+def test_the_thread_starts_nvml_through_the_library_pynvml_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[str] = []
+    calls: list[str] = []
+
+    def fake_cdll(name: str) -> Any:
+        opened.append(name)
+        return _FakeNvml(calls)
+
+    monkeypatch.setattr(startup.ctypes, "CDLL", fake_cdll)
+    thread = startup.begin_nvml([SCRIPT, "check"])
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive()
+    assert opened == ["libnvidia-ml.so.1"] and calls == ["nvmlInit_v2"]
+
+
+def test_a_host_without_the_driver_is_left_to_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(startup, "NVML_LIBRARY", "libfp4doctor-no-such-library.so.1")
+    startup._start_nvml()  # no exception: probe_gpus meets the missing driver and reports it
+
+
+def test_the_probe_sees_the_same_gpus_after_the_early_start() -> None:
+    """In a fresh interpreter (NVML started or not there), on any host: the same NVML state and
+    GPUs with the early start as without it."""
+    code = (
+        "import sys, json\n"
+        "from fp4doctor import startup\n"
+        "from fp4doctor.probe.gpus import probe_gpus\n"
+        "if sys.argv[1] == 'early':\n"
+        "    startup.begin_nvml(['fp4doctor', 'check']).join(30)\n"
+        "report = probe_gpus()\n"
+        "print(json.dumps([report.nvml.status, [g.uuid for g in report.gpus]]))\n"
+    )
+    answers = [
+        subprocess.run(
+            [sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=60
+        )
+        for mode in ("early", "plain")
+    ]
+    assert [a.returncode for a in answers] == [0, 0], [a.stderr for a in answers]
+    assert answers[0].stdout == answers[1].stdout
+    assert answers[0].stdout.strip() == _this_process_sees()
+
+
+def _this_process_sees() -> str:
+    import json
+
+    report = probe_gpus()
+    return json.dumps([report.nvml.status, [g.uuid for g in report.gpus]])
