@@ -1,9 +1,9 @@
 """What the command line starts before its own modules load: NVML, for a command that probes
 this host.
 
-`nvmlInit` opens the driver's devices: tens of milliseconds of driver work on a GPU host
-(measured on an H200: see docs/performance.md), during which the calling thread does not hold
-the interpreter lock. Begun in a thread first thing, it runs beside the imports of the command
+`nvmlInit` and the first handle to each GPU are tens of milliseconds of driver work on a GPU
+host (measured on an H200: see docs/performance.md), during which the calling thread does not
+hold the interpreter lock. Begun in a thread first thing, it runs beside the imports of the command
 line and the core (also tens of milliseconds) instead of after them. `probe_gpus` then calls
 `nvmlInit` itself, which on an NVML already started counts one more user and returns (nvml.h:
 "nvmlInit ... reference counted"), and reads everything as it would have; this module only
@@ -60,7 +60,14 @@ def begin_nvml(argv: Sequence[str]) -> threading.Thread | None:
 
 
 def _start_nvml() -> None:
+    """`nvmlInit`, then a handle to each GPU: the first handle to a GPU attaches to it in the
+    driver (most of NVML's cost after `nvmlInit`), later ones find it attached."""
     try:
-        ctypes.CDLL(NVML_LIBRARY).nvmlInit_v2()
+        nvml = ctypes.CDLL(NVML_LIBRARY)
+        count, handle = ctypes.c_uint(), ctypes.c_void_p()
+        if nvml.nvmlInit_v2() != 0 or nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return
+        for index in range(count.value):
+            nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle))
     except (OSError, AttributeError):  # no driver here: probe_gpus says so
         return

@@ -6,6 +6,8 @@ build and the release it belongs to are judged alike everywhere.
 
 from __future__ import annotations
 
+import functools
+
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -19,6 +21,7 @@ def release_of(version: str) -> Version:
     return Version(Version(version).base_version)
 
 
+@functools.cache  # one diagnosis asks the same few questions hundreds of times (every rule's when)
 def contains(spec: SpecifierSet, version: str) -> bool | None:
     """`version in spec`, judged by the release it belongs to; None when it cannot be parsed.
 

@@ -61,8 +61,17 @@ class _FakeNvml:
         self.calls.append("nvmlInit_v2")
         return 0
 
+    def nvmlDeviceGetCount_v2(self, count: Any) -> int:
+        count._obj.value = 2  # two GPUs
+        self.calls.append("nvmlDeviceGetCount_v2")
+        return 0
 
-def test_the_thread_starts_nvml_through_the_library_pynvml_loads(
+    def nvmlDeviceGetHandleByIndex_v2(self, index: int, handle: Any) -> int:
+        self.calls.append(f"nvmlDeviceGetHandleByIndex_v2({index})")
+        return 0
+
+
+def test_the_thread_starts_nvml_and_attaches_each_gpu_through_the_library_pynvml_loads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     opened: list[str] = []
@@ -77,7 +86,13 @@ def test_the_thread_starts_nvml_through_the_library_pynvml_loads(
     assert thread is not None
     thread.join(10)
     assert not thread.is_alive()
-    assert opened == ["libnvidia-ml.so.1"] and calls == ["nvmlInit_v2"]
+    assert opened == ["libnvidia-ml.so.1"]
+    assert calls == [
+        "nvmlInit_v2",
+        "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByIndex_v2(0)",
+        "nvmlDeviceGetHandleByIndex_v2(1)",
+    ]
 
 
 def test_a_host_without_the_driver_is_left_to_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
