@@ -334,6 +334,30 @@ def test_a_worker_that_dies_at_start_up_is_reported_once_per_adapter(tmp_path: P
     )
 
 
+def test_a_worker_is_not_waited_for_after_it_says_done(tmp_path: Path) -> None:
+    """Its teardown after "done" (the kernel releasing a CUDA context: 0.13-0.2 s on an H200)
+    is not the doctor's to wait for: a worker that would linger 60 s at its exit (FAKE: its
+    `os._exit` made slow) is killed at once, not after the 10 s grace of a closed pipe."""
+    pid_file = tmp_path / "lingering.pid"
+    body = (
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "_exit = os._exit\n"
+        "def _slow_exit(code):\n    time.sleep(60)\n    _exit(code)\n"
+        "os._exit = _slow_exit\n"
+    )
+    last_result: list[float] = []
+    results = run_smoke(
+        ["emulation", "fake-wrong"],
+        [],
+        env=_sitecustomize(tmp_path, body),
+        on_result=lambda _result: last_result.append(time.monotonic()),
+    )
+    assert time.monotonic() - last_result[-1] < smoke_runner.EXIT_GRACE_S / 2
+    assert [r.adapter for r in results] == ["emulation", "fake-wrong"]
+    assert "crashed" not in " ".join(r.reason or "" for r in results)
+    assert _still_alive([int(pid_file.read_text())]) == []
+
+
 # --- Ctrl-C ------------------------------------------------------------------------------------
 
 _INTERRUPTED = """
