@@ -358,6 +358,26 @@ def test_a_worker_is_not_waited_for_after_it_says_done(tmp_path: Path) -> None:
     assert _still_alive([int(pid_file.read_text())]) == []
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P is Python 3.11+")
+def test_the_worker_imports_the_doctors_copy_not_one_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m` puts the working directory first on sys.path: run from a directory that
+    holds another fp4doctor (FAKE: a decoy whose worker would leave a mark), the worker must
+    still be the doctor's own."""
+    mark = tmp_path / "decoy-ran"
+    decoy = tmp_path / "fp4doctor" / "smoke"
+    decoy.mkdir(parents=True)
+    (tmp_path / "fp4doctor" / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "worker.py").write_text(f"open({str(mark)!r}, 'w').write('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    results = run_smoke(["fake-wrong"], [], env=fake_env(tmp_path))
+    assert not mark.exists()
+    assert [r.adapter for r in results] == ["fake-wrong"]
+    assert results[0].status in ("fail", "skip"), results[0]  # the fake's answer, or no torch
+
+
 # --- Ctrl-C ------------------------------------------------------------------------------------
 
 _INTERRUPTED = """

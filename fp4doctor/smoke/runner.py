@@ -223,8 +223,13 @@ class _Worker:
 
 
 def _worker_command(*arguments: str) -> list[str]:
+    # `-m` puts the current directory first on sys.path: a directory holding another copy of
+    # fp4doctor (a checkout) would give the worker that copy. `-P` (Python 3.11+) leaves it
+    # out, so the worker imports the copy the doctor runs from (PYTHONPATH, see worker_env).
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
     return [
         sys.executable,
+        *safe_path,
         "-m",
         "fp4doctor.smoke.worker",
         "--parent-pid",
