@@ -136,7 +136,7 @@ def _retain_primary_context() -> None:
 class _Start(threading.Thread):
     """What a worker's start can do beside `import torch` (seconds of mostly Python work):
     read a prestarted worker's job, then, for a GPU, create its CUDA context. Creating the
-    context is driver work (0.3-0.4 s on an H200) that ctypes runs without the interpreter
+    context is driver work (0.2-0.4 s on an H200) that ctypes runs without the interpreter
     lock, so it overlaps the import instead of following it; torch then takes the same
     primary context. The result: `job`, as `_job_from_stdin` gives it, or the command line's."""
 
