@@ -583,17 +583,17 @@ def test_the_github_actions_steps_install_check_and_fill_github_env(stubs: Path)
     github = stubs.parent / "github"
     github.mkdir()
     gh_env, gh_path = github / "env", github / "path"
+    # The runner's own shell: bash --noprofile --norc -eo pipefail. The install step does not
+    # depend on the host (its venv is made once; each host's pre-flight then runs from it).
+    shell = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]
+    p, calls = run_snippet(shell, install, stubs, READY, GITHUB_PATH=str(gh_path))
+    assert p.returncode == 0 and "pip install ./fp4doctor" in calls, p.stderr
+    venv_bin = gh_path.read_text().strip()
+    assert Path(venv_bin, "fp4doctor").exists()
     # b200 (vLLM 0.15) is not ready as set: left alone, vLLM picks a MoE backend with known
     # bugs there; the gate stops it although `env` alone would have switched to a good one.
     for facts_name, code in ((NOT_READY, 1), (NO_VERDICT, 3), ("b200", 1), (READY, 0)):
         gh_env.write_text("")
-        gh_path.write_text("")
-        # The runner's own shell: bash --noprofile --norc -eo pipefail.
-        shell = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]
-        p, calls = run_snippet(shell, install, stubs, facts_name, GITHUB_PATH=str(gh_path))
-        assert p.returncode == 0 and "pip install ./fp4doctor" in calls, p.stderr
-        venv_bin = gh_path.read_text().strip()
-        assert Path(venv_bin, "fp4doctor").exists()
         p, _ = run_snippet(
             shell, preflight, stubs, facts_name, GITHUB_ENV=str(gh_env),
             PATH=f"{venv_bin}:{os.environ['PATH']}",
