@@ -17,8 +17,8 @@ In one run, each command as a subprocess, one warm-up then N timed runs (see tim
   here): `fp4doctor check --smoke --json` with `CUDA_VISIBLE_DEVICES=0` against its floor,
   `python -c "import torch; torch.zeros(1, device='cuda')"` on the same GPU: target at most
   1.05x (issue 9); `fp4doctor check --target flashinfer --smoke --force --json` (the live GEMM
-  of each of FlashInfer's six backends, the rejected ones too) against the same floor: target
-  at most 1.15x (issue 9); with two GPUs or more, the check with `CUDA_VISIBLE_DEVICES=0,1`
+  of each FlashInfer backend, dense and MoE, the rejected ones too) against the same floor:
+  target at most 1.15x (issue 9); with two GPUs or more, the check with `CUDA_VISIBLE_DEVICES=0,1`
   against `=0`: target at most 1.2x; and vLLM's `check --smoke --force` for information;
 - on a host without a GPU, when torch is installed: `fp4doctor check --smoke --json` (the CPU
   pipeline check) against `python -c "import torch"`, for information.
