@@ -10,14 +10,13 @@ line and the core (also tens of milliseconds) instead of after them. `probe_gpus
 changes when the driver work happens, never what the probe sees. Any failure here is left for
 `probe_gpus` to meet and report in its own words.
 
-Only the standard library's `ctypes` and `threading` are imported: the `fp4doctor.probe` package
-would load the facts and half the probe first.
+Only the standard library is imported here (`ctypes` only for a command that probes): the
+`fp4doctor.probe` package would load the facts and half the probe first.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import threading
 from collections.abc import Sequence
@@ -62,6 +61,8 @@ def begin_nvml(argv: Sequence[str]) -> threading.Thread | None:
 def _start_nvml() -> None:
     """`nvmlInit`, then a handle to each GPU: the first handle to a GPU attaches to it in the
     driver (most of NVML's cost after `nvmlInit`), later ones find it attached."""
+    import ctypes  # here: `--version`, `profiles` and `--help` never need it
+
     try:
         nvml = ctypes.CDLL(NVML_LIBRARY)
         count, handle = ctypes.c_uint(), ctypes.c_void_p()

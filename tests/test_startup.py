@@ -3,6 +3,8 @@ and never a change in what the probe sees."""
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +49,13 @@ def test_only_commands_that_probe_this_host_start_nvml_early(
     assert startup.probes_this_host(argv) is expected
 
 
+def test_the_probing_commands_are_commands_of_the_command_line() -> None:
+    """startup.py names them before click loads (it cannot ask click): they must not drift."""
+    from fp4doctor.cli import main
+
+    assert startup.PROBING - set(main.commands) == set()
+
+
 def test_nothing_starts_for_a_command_that_does_not_probe() -> None:
     assert startup.begin_nvml([SCRIPT, "profiles", "list"]) is None
 
@@ -81,7 +90,7 @@ def test_the_thread_starts_nvml_and_attaches_each_gpu_through_the_library_pynvml
         opened.append(name)
         return _FakeNvml(calls)
 
-    monkeypatch.setattr(startup.ctypes, "CDLL", fake_cdll)
+    monkeypatch.setattr(ctypes, "CDLL", fake_cdll)
     thread = startup.begin_nvml([SCRIPT, "check"])
     assert thread is not None
     thread.join(10)
@@ -124,7 +133,5 @@ def test_the_probe_sees_the_same_gpus_after_the_early_start() -> None:
 
 
 def _this_process_sees() -> str:
-    import json
-
     report = probe_gpus()
     return json.dumps([report.nvml.status, [g.uuid for g in report.gpus]])
