@@ -277,19 +277,18 @@ def jobs(fp4doctor: list[str], gpus: list[str], smoke: bool = True) -> list[Job]
         ]
         if len(gpus) >= 2:
             found.append(Job(SMOKE_2, smoke if torch else None, no_torch, TWO_GPUS, fp4doctor=True))
-        force = [*fp4doctor, "check", "--smoke", "--force", "--json", *target]
-        found.append(Job(FORCE_1, force if torch else None, no_torch, ONE_GPU, fp4doctor=True))
-        force_flashinfer = [*fp4doctor, "check", "--smoke", "--force", "--json"]
-        force_flashinfer += ["--target", "flashinfer"]
-        found.append(
+        force = [*fp4doctor, "check", "--smoke", "--force", "--json"]
+        force_vllm, force_flashinfer = [*force, *target], [*force, "--target", "flashinfer"]
+        found += [
+            Job(FORCE_1, force_vllm if torch else None, no_torch, ONE_GPU, fp4doctor=True),
             Job(
                 FORCE_FLASHINFER,
                 force_flashinfer if torch else None,
                 no_torch,
                 ONE_GPU,
                 fp4doctor=True,
-            )
-        )
+            ),
+        ]
     elif torch:
         found += [
             Job(FLOOR_CPU_NAME, [sys.executable, "-c", FLOOR_CPU]),

@@ -14,8 +14,9 @@ import argparse
 import statistics
 import subprocess
 import sys
-import time
 from collections import defaultdict
+
+from timing import measure
 
 _DATACLASS_TIMER = """
 import dataclasses, runpy, sys, time
@@ -50,13 +51,10 @@ def _importtime(command: list[str]) -> list[tuple[str, int, int]]:
     return rows
 
 
-def _wall_ms(command: list[str], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+def _wall(command: list[str], runs: int) -> str:
+    """The median wall time of `command` (timing.measure; exit 1, not ready, is a result)."""
+    result = measure(" ".join(command), command, None, runs, ok_codes=(0, 1), log=None)
+    return f"{result.wall_s * 1000:.1f} ms" if result.wall_s is not None else str(result.detail)
 
 
 def main() -> int:
@@ -84,10 +82,9 @@ def main() -> int:
     print(f"{'self ms':>8} {'cum ms':>8}  module")
     for self_us, cumulative_us, name in medians[: options.top]:
         print(f"{self_us / 1000:8.2f} {cumulative_us / 1000:8.2f}  {name}")
-    print(
-        f"wall: python -c pass {_wall_ms([sys.executable, '-c', 'pass'], options.runs):.1f} ms, "
-        f"the command {_wall_ms([sys.executable, *options.command], options.runs):.1f} ms (medians)"
-    )
+    floor = _wall([sys.executable, "-c", "pass"], options.runs)
+    command = _wall([sys.executable, *options.command], options.runs)
+    print(f"wall (medians): python -c pass {floor}, the command {command}")
     if options.dataclasses and options.command[0] == "-m":
         script = _DATACLASS_TIMER.format(module=options.command[1], args=options.command[2:])
         spent = []

@@ -64,17 +64,23 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
+def rows(live: bool) -> list[tuple[str, list[str], bool]]:
+    """(label, fp4doctor's arguments, whether it runs live GEMMs) of each command compared."""
+    return [(label, arguments, False) for label, arguments in STATIC] + (
+        [(label, arguments, True) for label, arguments in LIVE] if live else []
+    )
+
+
 def specs(trees: dict[str, Path], live: bool) -> list[Spec]:
     """`python -c pass`, then each command from each tree (before, now), and the live rows."""
     found = [Spec("python -c pass", [sys.executable, "-c", "pass"])]
-    rows = list(STATIC) + (list(LIVE) if live else [])
     if live:
         floor = "import torch; torch.zeros(1, device='cuda')"
         found.append(Spec(FLOOR, [sys.executable, "-c", floor], env=ONE_GPU))
-    for label, arguments in rows:
+    for label, arguments, on_gpu in rows(live):
         for tree, root in trees.items():
             path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
-            env = {"PYTHONPATH": path, **(ONE_GPU if (label, arguments) in LIVE else {})}
+            env = {"PYTHONPATH": path, **(ONE_GPU if on_gpu else {})}
             command = [sys.executable, "-P", "-m", "fp4doctor", *arguments]
             found.append(Spec(f"{tree}: {label}", command, ok_codes=(0, 1), env=env))
     return found
@@ -84,11 +90,11 @@ def ratios(results: list[Result], live: bool) -> list[str]:
     by_tool = {r.tool: r for r in results}
     floor = by_tool.get(FLOOR)
     lines = ["", "ratios of median wall times"]
-    for label, arguments in list(STATIC) + (list(LIVE) if live else []):
+    for label, _arguments, on_gpu in rows(live):
         before, now = by_tool[f"before: {label}"], by_tool[f"now: {label}"]
         if before.wall_s and now.wall_s:
             lines.append(f"  {label:<22} now / before {now.wall_s / before.wall_s:.2f}x")
-        if (label, arguments) in LIVE and floor is not None and floor.wall_s:
+        if on_gpu and floor is not None and floor.wall_s:
             for result in (before, now):
                 if result.wall_s:
                     shown = f"{result.wall_s / floor.wall_s:.2f}x the floor"
