@@ -422,7 +422,7 @@ def docker_env_file(text: str) -> dict[str, str]:
     return result
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(exports=exports_strategy())
 @example(exports=Exports(set=(("A", "${HOME}"),)))
 @example(exports=Exports(set=(("A", "a #b"),)))
@@ -437,7 +437,7 @@ def test_dotenv_reads_back_exactly_in_python_dotenv_and_docker(exports: Exports)
     assert python_dotenv_values(text, {"HOME": "/root", "A": "from-env"}) == intended
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(exports=exports_strategy())
 def test_dotenv_accepts_every_plain_value(exports: Exports) -> None:
     plain = Exports(
@@ -492,7 +492,7 @@ def github_env_file(text: str, *, windows: bool) -> dict[str, str]:
     return result
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(exports=exports_strategy(), delimiter=st.sampled_from([None, "EOF", "x"]))
 def test_gha_reads_back_exactly_on_linux_and_windows_runners(
     exports: Exports, delimiter: str | None
@@ -507,7 +507,7 @@ def test_gha_reads_back_exactly_on_linux_and_windows_runners(
     assert github_env_file(text, windows=True) == intended
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(exports=exports_strategy())
 def test_json_round_trip(exports: Exports) -> None:
     document = json.loads(emit("json", exports))
@@ -533,7 +533,7 @@ def test_vllm_yaml_quotes_what_yaml_would_retype() -> None:
     assert loaded == {"a": "yes", "b": "1.0", "c": "null", "d": "x: y # z", "e": ""}
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None)
+@settings(max_examples=FUZZ_EXAMPLES)
 @given(values=st.lists(VALUES, max_size=4))
 def test_vllm_yaml_round_trip(values: list[str]) -> None:
     args = [(f"--opt-{i}", v) for i, v in enumerate(values)]

@@ -239,7 +239,7 @@ def test_hostile_values_round_trip_in_real_shell(shell: Shell, sandbox: Path) ->
 
     @settings(
         max_examples=EXAMPLES,
-        deadline=None,
+        # replaces the suite's list (tests/conftest.py), so it names too_slow again
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         database=None,
     )

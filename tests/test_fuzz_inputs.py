@@ -33,7 +33,7 @@ from fp4doctor.profile.schema import parse
 EXAMPLES = int(os.environ.get("FP4DOCTOR_FUZZ_EXAMPLES", "50"))
 FUZZ = settings(
     max_examples=EXAMPLES,
-    deadline=None,
+    # replaces the suite's list (tests/conftest.py), so it names too_slow again
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 # libyaml's emitter where PyYAML has it: the pure-Python one spent ~80 ms per example dumping

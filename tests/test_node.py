@@ -211,7 +211,7 @@ def test_npd_mapping() -> None:
     assert [node.npd_exit_code(c) for c in (0, 1, 2, 3, 4, 130)] == [0, 1, 2, 2, 2, 2]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.text(max_size=90))
 def test_any_text_becomes_a_valid_label_value(text: str) -> None:
     out = labels.value(text)

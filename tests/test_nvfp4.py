@@ -26,7 +26,7 @@ from fp4doctor import nvfp4  # noqa: E402  (imports torch; only after the skip a
 E4M3 = torch.float8_e4m3fn
 # 30 examples per property keeps the module quick on a 2-core CI host; FP4DOCTOR_FUZZ_EXAMPLES
 # (as in tests/test_fuzz_inputs.py, e.g. 5000) asks for the long run before a release.
-PROPS = settings(max_examples=int(os.environ.get("FP4DOCTOR_FUZZ_EXAMPLES", "30")), deadline=None)
+PROPS = settings(max_examples=int(os.environ.get("FP4DOCTOR_FUZZ_EXAMPLES", "30")))
 
 
 def codes_of(packed: torch.Tensor) -> torch.Tensor:

@@ -343,9 +343,9 @@ AVAILABLE = [reader for reader in READERS if missing(reader) is None]
 @pytest.mark.skipif(not {"dash", "bash"} & set(AVAILABLE), reason="neither dash nor bash here")
 @settings(
     max_examples=int(os.environ.get("FP4DOCTOR_SHELL_EXAMPLES", "15")),
-    deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    # replaces the suite's list (tests/conftest.py), so it names too_slow again
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
     values=st.lists(

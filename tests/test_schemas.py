@@ -20,7 +20,7 @@ from typing import Any, Union
 import jsonschema
 import pytest
 from conftest import HOSTS_DIR, _json_command, schema_errors
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fp4doctor import facts, render, schemas
@@ -217,7 +217,7 @@ def _strategy(tp: Any) -> st.SearchStrategy[Any]:
     raise TypeError(f"no strategy for {tp!r}")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)
 @given(_strategy(facts.HostFacts))
 def test_any_facts_document_matches_the_schema(host: facts.HostFacts) -> None:
     document = json.loads(facts.dumps(host))
@@ -225,7 +225,7 @@ def test_any_facts_document_matches_the_schema(host: facts.HostFacts) -> None:
     assert facts.from_dict(document) == host
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(_strategy(facts.HostFacts), st.text(min_size=1, max_size=8))
 def test_an_unknown_key_anywhere_is_refused(host: facts.HostFacts, key: str) -> None:
     document = json.loads(facts.dumps(host))
