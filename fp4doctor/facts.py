@@ -7,6 +7,7 @@ snapshot file (`--facts FILE`), so every stage can be tested offline from fixtur
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -207,6 +208,7 @@ class HostFacts:
 REDACTED = "<redacted>"
 
 
+@functools.cache  # one diagnosis asks for the same few names a thousand times
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation, so `Flashinfer_Python` and `flashinfer-python` are one key."""
     import re

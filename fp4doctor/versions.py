@@ -57,6 +57,7 @@ def is_version(text: str) -> bool:
     return True
 
 
+@functools.cache  # every rule's description, for each backend and GPU
 def spec_text(spec: SpecifierSet) -> str:
     """A specifier as people write it, lower bounds first: '>=0.11.1, <0.15'."""
     parts = sorted(spec, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 1), s.version))

@@ -56,11 +56,12 @@ def probe_host(
             errors[name] = f"{type(exc).__name__}: {exc}"
             return fallback
 
+    # `nvcc --version`, Triton's `ptxas --version` and the cuDNN reader are subprocesses: let
+    # them run while the packages are read and NVML answers.
+    toolchain_pending = in_background(lambda: with_triton(probe_toolchain(env), env))
     wanted = list(dict.fromkeys([*PACKAGES, *packages]))
     found = guarded("packages", lambda: probe_packages(names=wanted), PackageFacts())
-    # The cuDNN reader and `nvcc --version` are subprocesses: let them run while NVML answers.
     cudnn_pending = in_background(lambda: probe_cudnn(env, found))
-    toolchain_pending = in_background(lambda: with_triton(probe_toolchain(env), env))
     # The profile's modules, and those the installed engine's shipped profile names, so that
     # `probe --json` carries what `check` reads (usually none without an engine: no thread then).
     no_modules: list[str] = []
