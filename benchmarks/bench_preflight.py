@@ -2,7 +2,9 @@
 
     python benchmarks/bench_preflight.py [--runs N] [--json PATH] [--check] [--timeout S]
 
-In one run, each command as a subprocess, one warm-up then N timed runs (see timing.py):
+In one run, each command as a subprocess, one warm-up then N timed runs (see timing.py), after
+the bytecode of fp4doctor and of what it imports is compiled, as after a pip install
+(`timing.compile_bytecode`; with the live checks, torch's and FlashInfer's too):
 
 - `fp4doctor probe --json` (no profile, no rules): target at most 0.10 s on a host without a GPU
   (issue 9, set for the 2-core CPU host);
@@ -53,8 +55,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from timing import (
+    DEPENDENCIES,
+    LIVE_DEPENDENCIES,
     Result,
     Spec,
+    compile_bytecode,
     flashinfer_command,
     measure,
     measure_interleaved,
@@ -513,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
 
+    compile_bytecode(names=(*DEPENDENCIES, *LIVE_DEPENDENCIES) if args.smoke else DEPENDENCIES)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     load_before = load()
     gpus, gpu_source = gpu_names()

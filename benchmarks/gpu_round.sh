@@ -79,9 +79,7 @@ python3 -m pytest -q -rs -p no:cacheprovider tests > "$out/pytest-all.txt" 2>&1
 echo "pytest (whole suite) exit $?" >> "$out/exit-codes.txt"
 tail -n 1 "$out/pytest-all.txt" >> "$out/exit-codes.txt"
 
-step "benchmark: start-up (bytecode compiled first, as after a pip install)"
-deps=$(python3 -c "import os, click, yaml, packaging, pynvml; print(' '.join([*(os.path.dirname(m.__file__) for m in (click, yaml, packaging)), pynvml.__file__]))")
-python3 -m compileall -q fp4doctor /tmp/site $deps > /dev/null 2>&1
+step "benchmark: start-up (the benchmark compiles the bytecode first, as after a pip install)"
 python3 benchmarks/bench_preflight.py --runs 7 --no-smoke --interleave \
   --json "$out/bench-startup.json" > "$out/bench-startup.txt" 2>&1
 echo "bench start-up exit $?" >> "$out/exit-codes.txt"

@@ -6,10 +6,10 @@ On a machine whose speed drifts from run to run (the device machines: a bare int
 of 58-100 ms within one run), absolute figures from different runs cannot show what a change
 did; the same commands from the old tree and from this checkout, interleaved, can. The old
 tree's `fp4doctor/` and `profiles/` are exported from git (`git archive REV`) into a temporary
-directory; both trees' bytecode is compiled first (as after a pip install). Each command runs
-as `python -P -m fp4doctor ...` with its tree first on PYTHONPATH (`-P`: not the current
-directory), one warm-up, then the runs round-robin (timing.measure_interleaved), beside
-`python -c pass`:
+directory; the bytecode of both trees and of their dependencies is compiled first, as after a
+pip install (`timing.compile_bytecode`). Each command runs as `python -P -m fp4doctor ...` with
+its tree first on PYTHONPATH (`-P`: not the current directory), one warm-up, then the runs
+round-robin (timing.measure_interleaved), beside `python -c pass`:
 
 - `check --no-smoke --target vllm` and `env --target vllm`;
 - with `--live` (a host with an NVIDIA GPU and torch; `CUDA_VISIBLE_DEVICES=0`): the CUDA
@@ -24,7 +24,6 @@ keeps every run. Exit codes 0 and 1 of fp4doctor (ready, not ready) are both res
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import subprocess
@@ -32,7 +31,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import Result, Spec, measure_interleaved, table
+from timing import (
+    DEPENDENCIES,
+    LIVE_DEPENDENCIES,
+    Result,
+    Spec,
+    compile_bytecode,
+    measure_interleaved,
+    table,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 STATIC = (
@@ -111,8 +118,10 @@ def main() -> int:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fp4doctor-before-") as scratch:
         trees = {"before": export(options.before, Path(scratch)), "now": REPO}
-        for root in trees.values():
-            compileall.compile_dir(root / "fp4doctor", quiet=1)
+        compile_bytecode(
+            [root / "fp4doctor" for root in trees.values()],
+            (*DEPENDENCIES, *LIVE_DEPENDENCIES) if options.live else DEPENDENCIES,
+        )
         results = measure_interleaved(specs(trees, options.live), options.runs)
     title = f"median of {options.runs} runs after one warm-up, round-robin"
     lines = table(results, title=title, ratio_label=None, ratios={}, show_env=True)

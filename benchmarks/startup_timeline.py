@@ -37,6 +37,7 @@ def timed(module: Any, name: str) -> None:
 
 
 def main() -> int:
+    sys.argv[0] = "fp4doctor"  # the console script's name: the command line starts NVML early
     import fp4doctor.cli as cli
 
     EVENTS.append((0.0, time.perf_counter() - T0, "MainThread", "import fp4doctor.cli"))
