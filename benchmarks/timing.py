@@ -37,7 +37,7 @@ from typing import Any, TextIO
 from fp4doctor.signals import signal_name
 
 #: What fp4doctor's commands import from outside the standard library (pyproject.toml), and
-#: what its live checks' workers import besides torch.
+#: what its live checks' workers import (torch, FlashInfer, cudnn-frontend, tvm-ffi).
 DEPENDENCIES = ("fp4doctor", "click", "yaml", "packaging", "pynvml")
 LIVE_DEPENDENCIES = ("torch", "flashinfer", "cudnn", "tvm_ffi")
 

@@ -56,8 +56,8 @@ def probe_host(
             errors[name] = f"{type(exc).__name__}: {exc}"
             return fallback
 
-    # `nvcc --version`, Triton's `ptxas --version` and the cuDNN reader are subprocesses: let
-    # them run while the packages are read and NVML answers.
+    # Subprocesses run beside the Python work: `nvcc --version` and Triton's `ptxas --version`
+    # while the packages are read, the cuDNN reader (it needs the packages) while NVML answers.
     toolchain_pending = in_background(lambda: with_triton(probe_toolchain(env), env))
     wanted = list(dict.fromkeys([*PACKAGES, *packages]))
     found = guarded("packages", lambda: probe_packages(names=wanted), PackageFacts())
