@@ -55,8 +55,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from timing import (
-    DEPENDENCIES,
-    LIVE_DEPENDENCIES,
     Result,
     Spec,
     compile_bytecode,
@@ -518,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
 
-    compile_bytecode(names=(*DEPENDENCIES, *LIVE_DEPENDENCIES) if args.smoke else DEPENDENCIES)
+    compile_bytecode(live=args.smoke)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     load_before = load()
     gpus, gpu_source = gpu_names()

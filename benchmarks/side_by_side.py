@@ -31,15 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import (
-    DEPENDENCIES,
-    LIVE_DEPENDENCIES,
-    Result,
-    Spec,
-    compile_bytecode,
-    measure_interleaved,
-    table,
-)
+from timing import Result, Spec, compile_bytecode, measure_interleaved, table
 
 REPO = Path(__file__).resolve().parents[1]
 STATIC = (
@@ -118,10 +110,7 @@ def main() -> int:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fp4doctor-before-") as scratch:
         trees = {"before": export(options.before, Path(scratch)), "now": REPO}
-        compile_bytecode(
-            [root / "fp4doctor" for root in trees.values()],
-            (*DEPENDENCIES, *LIVE_DEPENDENCIES) if options.live else DEPENDENCIES,
-        )
+        compile_bytecode([root / "fp4doctor" for root in trees.values()], live=options.live)
         results = measure_interleaved(specs(trees, options.live), options.runs)
     title = f"median of {options.runs} runs after one warm-up, round-robin"
     lines = table(results, title=title, ratio_label=None, ratios={}, show_env=True)

@@ -42,15 +42,15 @@ DEPENDENCIES = ("fp4doctor", "click", "yaml", "packaging", "pynvml")
 LIVE_DEPENDENCIES = ("torch", "flashinfer", "cudnn", "tvm_ffi")
 
 
-def compile_bytecode(trees: Iterable[Path] = (), names: Iterable[str] = DEPENDENCIES) -> None:
-    """Compile the bytecode of `trees` and of the packages `names` (where found), as a pip
-    install leaves them. Where bytecode is not written as modules load (PYTHONDONTWRITEBYTECODE,
-    which the device machines set, or a read-only site) a module without it is compiled again on
-    every run, and a benchmark then times the compiler: pynvml, installed there without its
-    bytecode, took 48-61 ms to import instead of 11 ms. A tree that cannot be written is left as
-    it is."""
-    paths = list(trees)
-    for name in names:
+def compile_bytecode(trees: Iterable[Path] = (), live: bool = False) -> None:
+    """Compile the bytecode of `trees` and of `DEPENDENCIES` (with `live`, `LIVE_DEPENDENCIES`
+    too), where found, as a pip install leaves them. Where bytecode is not written as modules
+    load (PYTHONDONTWRITEBYTECODE, which the device machines set, or a read-only site) a module
+    without it is compiled again on every run, and a benchmark then times the compiler: pynvml,
+    installed there without its bytecode, took 48-61 ms to import instead of 11 ms. A tree that
+    cannot be written is left as it is; each is compiled once, however it is named."""
+    paths = {path.resolve(): None for path in trees}
+    for name in (*DEPENDENCIES, *LIVE_DEPENDENCIES) if live else DEPENDENCIES:
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -58,7 +58,7 @@ def compile_bytecode(trees: Iterable[Path] = (), names: Iterable[str] = DEPENDEN
         if spec is None or spec.origin is None:
             continue
         found = spec.submodule_search_locations
-        paths.append(Path(next(iter(found))) if found else Path(spec.origin))
+        paths[Path(next(iter(found)) if found else spec.origin).resolve()] = None
     for path in paths:
         if path.is_dir():
             compileall.compile_dir(path, quiet=2, workers=0)
