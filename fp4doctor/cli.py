@@ -40,10 +40,12 @@ if _SIGINT_BEFORE is signal.default_int_handler:
     except ValueError:  # imported outside the main thread: nothing to guard
         _SIGINT_BEFORE = None
 
-# NVML starts in the driver while the modules below load, for a command that probes this host.
+# NVML starts in the driver while the modules below load, for a command that probes this host;
+# the garbage collector is held off for the life of the command.
 from fp4doctor import startup  # noqa: E402
 
 startup.begin_nvml(sys.argv)
+startup.hold_gc(sys.argv)
 
 import codecs  # noqa: E402
 import functools  # noqa: E402
@@ -252,6 +254,7 @@ class _Main(_HelpFits, click.Group):
             exc.show()
             _discard_stdout()
             code = exc.exit_code
+        startup.before_exit()
         sys.exit(code)
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:

@@ -135,3 +135,54 @@ def test_the_probe_sees_the_same_gpus_after_the_early_start() -> None:
 def _this_process_sees() -> str:
     report = probe_gpus()
     return json.dumps([report.nvml.status, [g.uuid for g in report.gpus]])
+
+
+def test_the_command_line_holds_the_collector_and_freezes_what_is_left_before_it_exits() -> None:
+    """In a fresh interpreter, as the console script: the collector is off once the command line
+    has loaded, and the objects are frozen (skipped by the collection at exit) when it exits."""
+    code = (
+        "import gc, sys\n"
+        "sys.argv = ['fp4doctor', 'profiles', 'list']\n"
+        "from fp4doctor import cli\n"
+        "loaded = gc.isenabled()\n"
+        "try:\n"
+        "    cli.main()\n"
+        "except SystemExit as exc:\n"
+        "    frozen = gc.get_freeze_count() > 0\n"
+        "    sys.stderr.write(f'{loaded} {gc.isenabled()} {frozen} {exc.code}')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stderr.split()[-4:] == ["False", "False", "True", "0"], run.stderr
+
+
+def test_a_program_that_imports_fp4doctor_keeps_its_collector() -> None:
+    """A test runner, a user's script or a CliRunner calling the command line in-process: the
+    collector stays on and nothing is frozen."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from fp4doctor.cli import main
+
+    frozen = gc.get_freeze_count()
+    assert startup.hold_gc(["/venv/bin/pytest", "check"]) is False
+    assert CliRunner().invoke(main, ["profiles", "list"]).exit_code == 0
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([SCRIPT, "profiles", "list"], True),
+        ([MODULE, "--version"], True),
+        ([SCRIPT], True),
+        (["/venv/bin/pytest", "-k", "check"], False),
+        (["-c"], False),
+        ([], False),
+    ],
+)
+def test_the_command_line_is_the_console_script_or_the_module(
+    argv: list[str], expected: bool
+) -> None:
+    assert startup.is_the_command_line(argv) is expected
