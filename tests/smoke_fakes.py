@@ -3,7 +3,8 @@
 Each one misbehaves in one labelled way (a wrong answer, an answer 30x too small, an output
 left half unwritten, an abort, a segfault, a hang, junk on stdout, a library exception), so
 the tests can show that each becomes the right result and that the adapters after it still
-run; `fake-where` reports where its worker runs. Workers load them through the test-only hook
+run; `fake-where` reports where its worker runs, `fake-collector` whether its garbage collector
+is on. Workers load them through the test-only hook
 `FP4DOCTOR_SMOKE_EXTRA_ADAPTERS=smoke_fakes:FAKES` (see `fake_env()`).
 
 With `FP4DOCTOR_TEST_PID_DIR` set, every fake writes the pids it knows of (its worker's, and
@@ -125,6 +126,16 @@ def _where(case: Case, out: torch.Tensor) -> object:
     raise Unavailable(text)
 
 
+def _collector(case: Case, out: torch.Tensor) -> object:
+    import gc
+
+    from fp4doctor.smoke.adapters import Unavailable
+
+    # Reports whether the worker's cyclic garbage collector is on (fp4doctor/smoke/worker.py
+    # holds it off), as a `skip` reason.
+    raise Unavailable(f"collector: {'on' if gc.isenabled() else 'off'}")
+
+
 @dataclass(frozen=True)
 class Fake:
     """A labelled fake adapter: `behaviour` runs as its GEMM call."""
@@ -186,6 +197,7 @@ FAKES = (
     Fake("fake-junk-stdout", _junk_stdout),
     Fake("fake-raises", _raises),
     Fake("fake-where", _where),
+    Fake("fake-collector", _collector),
     FlakyFake(),
 )
 
@@ -302,8 +314,9 @@ WRONG_ANSWERS = (
 )
 CRASHES = ("fake-abort", "fake-segfault")
 OUT_OF_MEMORY = tuple(fake.name for fake in OOM_FAKES)
-FAULT_RUN = (*WRONG_ANSWERS, *CRASHES, *OUT_OF_MEMORY, "emulation")
+FAULT_RUN = (*WRONG_ANSWERS, *CRASHES, *OUT_OF_MEMORY, "emulation", "fake-collector")
 """The order of the shared run. Each worker costs `import torch` (seconds on a small CI host),
 so the wrong answers, the crashes and the out-of-memory cases share one run of 4 workers: the
 wrong answers and the abort in the first, the segfault in the second, the three out-of-memory
-cases in the third (the SIGKILL ends it), and `emulation`, a real adapter, in a fourth."""
+cases in the third (the SIGKILL ends it), and `emulation`, a real adapter, and
+`fake-collector` in a fourth."""

@@ -130,7 +130,7 @@ def test_after_the_out_of_memory_cases_the_rest_still_runs_and_nothing_is_left(
     results, run = oom
     names = [r.adapter for r in results]
     first = names.index(OUT_OF_MEMORY[0])
-    assert names[first:] == [*OUT_OF_MEMORY, "emulation"]
+    assert names[first:] == [*OUT_OF_MEMORY, "emulation", "fake-collector"]
     assert _result(results, "emulation").status == "pass"
     # The two raised OOMs share one worker (fresh after the crash before them); the SIGKILL
     # cost it, and a fresh worker ran emulation (which the fakes do not record).

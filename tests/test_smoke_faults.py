@@ -148,11 +148,17 @@ def test_the_adapter_after_the_crashes_still_runs_and_passes(crashes: FakeRun) -
     after = names[names.index("fake-segfault") + 1]
     assert names.index("fake-segfault") == names.index("fake-abort") + 1
     assert crashes[after].status == "error" and crashes[after].reason.startswith("out of memory")
-    assert names[-1] == "emulation" and crashes["emulation"].status == "pass"
+    assert names[-2:] == ["emulation", "fake-collector"] and crashes["emulation"].status == "pass"
     # Each crash cost its worker: two fakes, two different worker processes, and the adapter
     # after the segfault ran in a third.
     workers = [crashes.worker_of(name) for name in (*CRASHES, after)]
     assert len(set(workers)) == 3
+
+
+def test_a_worker_runs_with_the_garbage_collector_off(crashes: FakeRun) -> None:
+    """The worker holds the cyclic collector off for its life (a quarter of `import torch`)."""
+    r = crashes["fake-collector"]
+    assert (r.status, r.reason) == ("skip", "collector: off")
 
 
 def test_a_hang_times_out_on_time(hang: FakeRun) -> None:
@@ -175,14 +181,14 @@ def test_the_adapter_after_a_hang_runs_in_a_fresh_worker(hang: FakeRun) -> None:
     assert len(workers) == 2
 
 
-@pytest.mark.parametrize(("run", "processes"), [("crashes", 3), ("hang", 3)])
+@pytest.mark.parametrize(("run", "processes"), [("crashes", 4), ("hang", 3)])
 def test_no_process_outlives_the_run(
     run: str, processes: int, request: pytest.FixtureRequest
 ) -> None:
     pid_dir = request.getfixturevalue(run).pid_dir
     pids = {p for pids in _recorded(pid_dir).values() for p in pids}
     # The workers of the fakes (crashes: the wrong answers' and the abort's, the segfault's,
-    # the out-of-memory cases'), and the hang's own child.
+    # the out-of-memory cases', the collector's after them), and the hang's own child.
     assert len(pids) == processes
     assert _still_alive(pids) == []
 
