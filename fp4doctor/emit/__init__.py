@@ -8,26 +8,27 @@ and dash read the same POSIX statements (`sh.py`). Config files for the engines
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
-from fp4doctor.emit import dotenv, fish, gha, pwsh, sh
-from fp4doctor.emit import json as json_format
 from fp4doctor.emit.exports import EmitError, Exports, check
 
 __all__ = ["FORMATS", "EmitError", "Exports", "emit"]
 
-_RENDERERS: dict[str, Callable[[Exports], str]] = {
-    "bash": sh.render,
-    "zsh": sh.render,
-    "fish": fish.render,
-    "sh": sh.render,
-    "pwsh": pwsh.render,
-    "dotenv": dotenv.render,
-    "gha": gha.render,
-    "json": json_format.render,
+# Each format's module (under fp4doctor.emit), imported when it is asked for: `env` prints one
+# format, and `gha`'s random delimiter alone would import `secrets` (and OpenSSL's hashes).
+_MODULES: dict[str, str] = {
+    "bash": "sh",
+    "zsh": "sh",
+    "fish": "fish",
+    "sh": "sh",
+    "pwsh": "pwsh",
+    "dotenv": "dotenv",
+    "gha": "gha",
+    "json": "json",
 }
 
-FORMATS: tuple[str, ...] = tuple(_RENDERERS)
+FORMATS: tuple[str, ...] = tuple(_MODULES)
 
 
 def emit(fmt: str, exports: Exports) -> str:
@@ -36,7 +37,8 @@ def emit(fmt: str, exports: Exports) -> str:
     Raises EmitError for an unknown format (listing the valid ones), an invalid name, or a
     value that the format cannot carry (the message names the key).
     """
-    render = _RENDERERS.get(fmt)
-    if render is None:
+    module = _MODULES.get(fmt)
+    if module is None:
         raise EmitError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}")
+    render: Callable[[Exports], str] = importlib.import_module(f"fp4doctor.emit.{module}").render
     return render(check(exports))
