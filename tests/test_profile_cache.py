@@ -70,6 +70,23 @@ def test_a_changed_source_is_built_again_even_at_the_same_size_and_time(
     assert build.calls == 2
 
 
+def test_an_entry_under_another_sources_name_is_not_read(
+    cache_dir: Path, source: Path, tmp_path: Path
+) -> None:
+    """An entry's name is a checksum of its source's path; the entry keeps the path itself, so
+    one that two sources would name alike is read for its own source only."""
+    other = tmp_path / "other.yaml"
+    other.write_text("schema: 1\n", encoding="utf-8")  # the same content as `source`
+    cache.cached("profile", str(source), Builds("source's"))
+    [mine] = entries(cache_dir)
+    cache.cached("profile", str(other), Builds("other's"))
+    [theirs] = [p for p in entries(cache_dir) if p != mine]
+    theirs.write_bytes(mine.read_bytes())  # as if the two names were one
+    build = Builds("other's, again")
+    assert cache.cached("profile", str(other), build) == "other's, again"
+    assert build.calls == 1
+
+
 def test_a_changed_included_file_is_built_again(
     cache_dir: Path, source: Path, tmp_path: Path
 ) -> None:

@@ -7,23 +7,25 @@ in the cache directory: `$FP4DOCTOR_CACHE_DIR`, else `$XDG_CACHE_HOME/fp4doctor`
 the host is probed and judged on every run.
 
 An entry is used only while everything it was built from is unchanged: each file read (the
-profile, the modules it includes, the advisories), compared by content (SHA-256: a file
-rewritten within one tick of the file system's clock is still seen), and the code that builds
+profile, the modules it includes, the advisories), compared by content, and the code that builds
 it (fp4doctor's version, the size and modification time of the profile package's own files,
-Python, packaging and PyYAML). A pickle runs code when it is loaded, as a `.pyc` does, so an
-entry is read only from a directory and a file this user owns and no one else can write.
-Anything unexpected (no home, a read-only or foreign directory, a damaged entry, a race with
-another run) means the profile is parsed as if there were no cache, in silence; a name in the
-directory that is not a regular file is never replaced.
+Python, packaging and PyYAML). The entry keeps the files' bytes (about 130 KB for vLLM's) rather
+than a hash of them: a file rewritten within one tick of the file system's clock is still seen,
+and no hash library loads (OpenSSL's, through `hashlib`, was 3 ms of every run on the CPU host).
+A pickle runs code when it is loaded, as a `.pyc` does, so an entry is read only from a
+directory and a file this user owns and no one else can write. Anything unexpected (no home, a
+read-only or foreign directory, a damaged entry, a race with another run) means the profile is
+parsed as if there were no cache, in silence; a name in the directory that is not a regular
+file is never replaced.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,7 +35,7 @@ from fp4doctor import __version__
 T = TypeVar("T")
 
 CACHE_DIR_ENV = "FP4DOCTOR_CACHE_DIR"
-FORMAT = 1  # bump when what an entry holds changes shape
+FORMAT = 2  # bump when what an entry holds changes shape
 
 
 def directory() -> Path | None:
@@ -53,31 +55,29 @@ def cached(kind: str, source: str, build: Callable[[], tuple[T, list[str]]]) -> 
     where = directory()
     if where is None:
         return build()[0]
-    entry = where / _name(kind, source)
-    found = _read(entry)
+    key = f"{kind}\0{os.path.abspath(source)}"
+    # The name is a checksum of the key; the entry keeps the key itself, so two keys with one
+    # name only take each other's place.
+    entry = where / f"{kind}-{zlib.crc32(key.encode('utf-8', 'surrogateescape')):08x}.pickle"
+    found = _read(entry, key)
     if found is not None:
         return found  # type: ignore[no-any-return]
-    first = _digest(source)  # before the build: a file edited meanwhile is not taken as read
+    first = _content(source)  # before the build: a file edited meanwhile is not taken as read
     value, read = build()
-    digests = [first, *(_digest(p) for p in read)]
-    if None not in digests:
-        _write(entry, (FORMAT, _code(), tuple(digests), value))
+    files = [first, *(_content(p) for p in read)]
+    if None not in files:
+        _write(entry, (FORMAT, _code(), key, tuple(files), value))
     return value
 
 
-def _name(kind: str, source: str) -> str:
-    key = f"{kind}\0{os.path.abspath(source)}".encode("utf-8", "surrogateescape")
-    return f"{kind}-{hashlib.sha256(key).hexdigest()[:32]}.pickle"
-
-
-def _digest(path: str) -> tuple[str, str] | None:
-    """The file's SHA-256; None for what is not a regular file (a device, a FIFO: never read
-    here, and the parser refuses them) or cannot be read."""
+def _content(path: str) -> tuple[str, bytes] | None:
+    """The file's absolute path and bytes; None for what is not a regular file (a device, a
+    FIFO: never read here, and the parser refuses them) or cannot be read."""
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOSE_ON_EXEC), "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 return None
-            return os.path.abspath(path), hashlib.sha256(handle.read()).hexdigest()
+            return os.path.abspath(path), handle.read()
     except OSError:
         return None
 
@@ -115,8 +115,8 @@ def _private(st: os.stat_result) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _read(entry: Path) -> Any | None:
-    """The entry's value when it is current, else None."""
+def _read(entry: Path, key: str) -> Any | None:
+    """The entry's value when it is `key`'s and current, else None."""
     import pickle
 
     try:
@@ -130,12 +130,12 @@ def _read(entry: Path) -> Any | None:
             st = os.fstat(handle.fileno())
             if not stat.S_ISREG(st.st_mode) or not _private(st):
                 return None
-            fmt, code, digests, value = pickle.load(handle)
+            fmt, code, kept, files, value = pickle.load(handle)
     except Exception:  # absent, damaged, truncated, or another layout: parse again
         return None
-    if fmt != FORMAT or code != _code():
+    if fmt != FORMAT or code != _code() or kept != key:
         return None
-    if any(_digest(path) != (path, digest) for path, digest in digests):
+    if any(_content(path) != (path, data) for path, data in files):
         return None
     return value
 
