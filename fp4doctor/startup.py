@@ -16,9 +16,10 @@ once more in the collection the interpreter runs at exit. A command ends within 
 it makes is freed by reference counting: a whole `check` leaves about 500 small objects in cycles,
 and its peak memory is the same with the collector off (26 MiB). So the command line switches the
 collector off first thing (`hold_gc`) and freezes what is left just before the exit
-(`before_exit`), which the exit's collection then skips. Measured on the CPU host: `check
---no-smoke` 127 -> 107 ms, `probe --json` 82 -> 67 ms (docs/performance.md). Only fp4doctor's own
-command line does this: a program that imports fp4doctor keeps its collector as it was.
+(`before_exit`), which the exit's collection then skips: `check --no-smoke` 134 -> 112 ms and
+`probe --json` 89 -> 74 ms on the CPU host, 267 -> 235 ms and 168 -> 146 ms on an H200
+(docs/performance.md). Only fp4doctor's own command line does this: a program that imports
+fp4doctor keeps its collector as it was.
 
 Only the standard library is imported here (`ctypes` only for a command that probes): the
 `fp4doctor.probe` package would load the facts and half the probe first.
@@ -40,6 +41,8 @@ NVML_LIBRARY = "libnvidia-ml.so.1"
 #: At exit, how long to wait for a start-up still in the driver (a command that stopped early,
 #: a usage error), so that the process does not exit while a thread is inside libnvidia-ml.
 EXIT_WAIT_S = 5.0
+
+_held = False  # whether `hold_gc` switched the collector off
 
 
 def is_the_command_line(argv: Sequence[str]) -> bool:
@@ -109,6 +112,3 @@ def before_exit() -> None:
     that called the command line in-process (a test's CliRunner) keeps collecting them."""
     if _held:
         gc.freeze()
-
-
-_held = False
