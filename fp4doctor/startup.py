@@ -18,8 +18,9 @@ and its peak memory is the same with the collector off (26 MiB). So the command 
 collector off first thing (`hold_gc`) and freezes what is left just before the exit
 (`before_exit`), which the exit's collection then skips: `check --no-smoke` 134 -> 112 ms and
 `probe --json` 89 -> 74 ms on the CPU host, 267 -> 235 ms and 168 -> 146 ms on an H200
-(docs/performance.md). Only fp4doctor's own command line does this: a program that imports
-fp4doctor keeps its collector as it was.
+(docs/performance.md). Only fp4doctor's own command line does this, and not for `fleet`, which
+can wait on a cluster with Ray's client in the process: a program that imports fp4doctor keeps
+its collector as it was.
 
 Only the standard library is imported here (`ctypes` only for a command that probes): the
 `fp4doctor.probe` package would load the facts and half the probe first.
@@ -35,6 +36,9 @@ from collections.abc import Sequence
 
 #: The commands that probe this host (unless they read a facts file instead).
 PROBING = frozenset({"check", "env", "config", "explain", "probe", "advisories", "node"})
+#: The commands that keep the garbage collector on: `fleet --ray` waits on a cluster for up to
+#: its --timeout with Ray's client running in this process.
+KEEP_COLLECTOR = frozenset({"fleet"})
 #: The library that nvidia-ml-py loads on Linux (pynvml `_LoadNvmlLibrary`), by the same name,
 #: so that both get the one copy the dynamic loader keeps.
 NVML_LIBRARY = "libnvidia-ml.so.1"
@@ -55,13 +59,15 @@ def is_the_command_line(argv: Sequence[str]) -> bool:
     )
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), if any."""
+    return next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+
+
 def probes_this_host(argv: Sequence[str]) -> bool:
     """Whether `argv` (`sys.argv`) is fp4doctor's command line for a command that probes this
     host."""
-    if not is_the_command_line(argv):
-        return False
-    words = [arg for arg in argv[1:] if not arg.startswith("-")]
-    if not words or words[0] not in PROBING:
+    if not is_the_command_line(argv) or _command(argv) not in PROBING:
         return False
     return not any(
         arg in ("-h", "--help", "--facts") or arg.startswith("--facts=") for arg in argv[1:]
@@ -96,10 +102,10 @@ def _start_nvml() -> None:
 
 
 def hold_gc(argv: Sequence[str]) -> bool:
-    """For fp4doctor's own command line, switch the cyclic garbage collector off until the
-    process exits; whether it did."""
+    """For fp4doctor's own command line (but `KEEP_COLLECTOR`'s commands), switch the cyclic
+    garbage collector off until the process exits; whether it did."""
     global _held
-    if not is_the_command_line(argv) or not gc.isenabled():
+    if not is_the_command_line(argv) or _command(argv) in KEEP_COLLECTOR or not gc.isenabled():
         return False
     gc.disable()
     _held = True

@@ -155,6 +155,18 @@ def test_the_command_line_holds_the_collector_and_freezes_what_is_left_before_it
     assert run.stderr.split()[-4:] == ["False", "False", "True", "0"], run.stderr
 
 
+def test_fleet_keeps_the_collector() -> None:
+    """`fleet --ray` waits on a cluster with Ray's client in the process: not held there."""
+    import gc
+
+    try:
+        assert startup.hold_gc([SCRIPT, "fleet", "--ray"]) is False
+        assert gc.isenabled()
+    finally:  # were it held, this test process would go on without its collector
+        gc.enable()
+        startup._held = False
+
+
 def test_a_program_that_imports_fp4doctor_keeps_its_collector() -> None:
     """A test runner, a user's script or a CliRunner calling the command line in-process: the
     collector stays on and nothing is frozen."""
