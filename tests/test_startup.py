@@ -1,9 +1,11 @@
 """fp4doctor/startup.py: NVML started beside the imports, for the commands that probe this host,
-and never a change in what the probe sees."""
+and never a change in what the probe sees; the garbage collector held off for fp4doctor's own
+command line only."""
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import subprocess
@@ -157,8 +159,6 @@ def test_the_command_line_holds_the_collector_and_freezes_what_is_left_before_it
 
 def test_fleet_keeps_the_collector() -> None:
     """`fleet --ray` waits on a cluster with Ray's client in the process: not held there."""
-    import gc
-
     try:
         assert startup.hold_gc([SCRIPT, "fleet", "--ray"]) is False
         assert gc.isenabled()
@@ -170,8 +170,6 @@ def test_fleet_keeps_the_collector() -> None:
 def test_a_program_that_imports_fp4doctor_keeps_its_collector() -> None:
     """A test runner, a user's script or a CliRunner calling the command line in-process: the
     collector stays on and nothing is frozen."""
-    import gc
-
     from click.testing import CliRunner
 
     from fp4doctor.cli import main
