@@ -70,11 +70,6 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def rows(live: bool) -> list[tuple[str, list[str]]]:
-    """(label, fp4doctor's arguments) of each command compared: the live rows or the others."""
-    return list(LIVE if live else STATIC)
-
-
 def specs(trees: dict[str, Path], live: bool) -> list[Spec]:
     """A baseline (`python -c pass`, or the CUDA floor for the live rows), then each command
     from each tree (before, now)."""
@@ -83,7 +78,7 @@ def specs(trees: dict[str, Path], live: bool) -> list[Spec]:
         found = [Spec(FLOOR, [sys.executable, "-c", floor], env=ONE_GPU)]
     else:
         found = [Spec("python -c pass", [sys.executable, "-c", "pass"])]
-    for label, arguments in rows(live):
+    for label, arguments in LIVE if live else STATIC:
         for tree, root in trees.items():
             path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
             env = {"PYTHONPATH": path, **(ONE_GPU if live else {})}
@@ -96,7 +91,7 @@ def ratios(results: list[Result], live: bool) -> list[str]:
     by_tool = {r.tool: r for r in results}
     floor = by_tool.get(FLOOR)
     lines = ["", "ratios of median wall times"]
-    for label, _arguments in rows(live):
+    for label, _arguments in LIVE if live else STATIC:
         before, now = by_tool[f"before: {label}"], by_tool[f"now: {label}"]
         if before.wall_s and now.wall_s:
             lines.append(f"  {label:<22} now / before {now.wall_s / before.wall_s:.2f}x")
@@ -132,7 +127,7 @@ def main() -> int:
         for live, runs in groups:
             measured = measure_interleaved(specs(trees, live), runs)
             title = f"median of {runs} runs after one warm-up, round-robin"
-            lines += [*table(measured, title=title, ratio_label=None, ratios={}, show_env=True)]
+            lines += table(measured, title=title, ratio_label=None, ratios={}, show_env=True)
             lines += [*ratios(measured, live), ""]
             results += measured
     print("\n".join(lines).rstrip())

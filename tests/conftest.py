@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import compileall
 import functools
 import os
 import shutil
@@ -42,8 +43,6 @@ if "FP4DOCTOR_CACHE_DIR" not in os.environ:
 # leaves it. Once, in the controller, before pytest-xdist starts its workers; a checkout that
 # cannot be written is left as it is.
 if not os.environ.get("PYTEST_XDIST_WORKER"):
-    import compileall
-
     for tree in ("fp4doctor", "tests"):
         compileall.compile_dir(Path(__file__).parents[1] / tree, quiet=2)
 
