@@ -59,7 +59,7 @@ def _xml_text(text: object) -> str:
 
 
 def _classname(target: str, f: Finding) -> str:
-    group = f.backend or f.id.split(".", 1)[0]
+    group = f.backend or f.kind.value
     return ".".join([target, group] + ([f"gpu{f.gpu}"] if f.gpu is not None else []))
 
 
@@ -105,9 +105,9 @@ def _suite(parent: ET.Element, name: str, cases: list[tuple[str, str, Status, st
 def junit(report: Report) -> str:
     """The report as JUnit XML: ASCII only (other characters as references), so that any stream
     carries it and the UTF-8 declaration holds."""
-    evaluation, resolution = report.evaluation, report.resolution
-    target, label = evaluation.profile.target, evaluation.engine_label
-    backends = set(evaluation.verdicts)
+    target, label = report.profile.target, report.engine_label
+    backends = {b for p in report.families for b in p.evaluation.verdicts}
+    chosen = {p.resolution.chosen for p in report.families}
     suites: dict[str, list[tuple[str, str, Status, str]]] = {}
     answer = _answer(report)
     ok = report.ready
@@ -115,12 +115,12 @@ def junit(report: Report) -> str:
         (f"{target}.fp4doctor", OUTCOME_ID, Status.PASS if ok else Status.FAIL, answer)
     ]
     for f in report.findings():
-        if f.backend in backends and f.backend != resolution.chosen:
+        if f.backend in backends and f.backend not in chosen:
             title = f"{label}: {f.backend} (not chosen)"
         elif f.backend in backends:
             title = f"{label}: {f.backend} (chosen)"
         else:
-            title = f"{label}: {f.id.split('.', 1)[0]}"
+            title = f"{label}: {f.kind.value}"
         suites.setdefault(title, []).append((_classname(target, f), f.id, f.status, _detail(f)))
     root = ET.Element("testsuites", name="fp4doctor")
     all_cases = [c for cases in suites.values() for c in cases]
@@ -138,16 +138,8 @@ def junit(report: Report) -> str:
 
 def _answer(report: Report) -> str:
     """The answer in one line, then what decides it."""
-    from fp4doctor.doctor import Outcome
-
-    outcome, resolution = report.outcome, report.resolution
-    head = {
-        Outcome.READY: f"READY: use {resolution.chosen}",
-        Outcome.NOT_READY: "NOT READY",
-        Outcome.NO_VERDICT: "NO VERDICT",
-    }[outcome]
-    if report.env_makes_ready:
-        head += f' as set (eval "$(fp4doctor env)" switches to {resolution.chosen})'
+    outcome = report.outcome
+    head = render.headline(report)
     why = [f"{f.reason} [{f.id}]" for f in report.blocking()]
     return "\n".join([f"{head} (exit code {outcome.exit_code})", *why])
 
@@ -183,12 +175,12 @@ def _annotations(kind: str, findings: Iterable[Finding]) -> list[str]:
 def github(report: Report, human_report: str) -> str:
     """Workflow commands for the report, then `human_report` in a collapsed group that the runner
     does not read commands from."""
-    chosen = report.resolution.chosen
+    chosen = {None, *(p.resolution.chosen for p in report.families)}
     blocking = report.blocking()
     warnings = [
         f
         for f in report.findings()
-        if f.status is Status.WARN and f.backend in (None, chosen) and f not in blocking
+        if f.status is Status.WARN and f.backend in chosen and f not in blocking
     ]
     out = _annotations("error", blocking) + _annotations("warning", warnings)
     out.append(command("notice" if report.ready else "error", _answer(report), title="fp4doctor"))
@@ -212,14 +204,12 @@ def step_summary(report: Report) -> str:
     """The job summary: the answer, what decides it, and one row per backend."""
     from fp4doctor.doctor import Outcome
 
-    evaluation = report.evaluation
     no_verdict = report.outcome is Outcome.NO_VERDICT
     answer = _answer(report).splitlines()
     lines = [
         f"### fp4doctor: {_md(answer[0])}",
         "",
-        f"{_md(evaluation.engine_label)} on "
-        f"{_md(render.host_line(evaluation.facts, unknown=no_verdict))}",
+        f"{_md(report.engine_label)} on {_md(render.host_line(report.facts, unknown=no_verdict))}",
         "",
     ]
     lines += [f"- {_md(why)}" for why in answer[1:]]

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 import click  # noqa: E402
 
 from fp4doctor import __version__, facts  # noqa: E402
+from fp4doctor.findings import Kind  # noqa: E402
 
 if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
     from fp4doctor.doctor import Question, Report
@@ -224,7 +225,13 @@ class _HelpFits:
 
 
 class _Command(_HelpFits, click.Command):
-    pass
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # A bad value (`--tp 0`) is one line, as every other user error; click's usage block
+        # stays for what is about the command line's shape (an unknown option).
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.BadParameter as exc:
+            raise UserError(exc.format_message().rstrip(".")) from None
 
 
 class _Main(_HelpFits, click.Group):
@@ -398,24 +405,30 @@ def _unmatched_ignores(report: Report) -> None:
 
 
 def settle(report: Report, nothing: str) -> None:
-    """For `env` and `config`: explain on stderr, and exit 1 when nothing is ready to use, 3 when
-    the host cannot be judged."""
+    """For `env` and `config`: explain on stderr, and exit 1 unless every family asked has a
+    valid choice that the knobs make ready (naming the family that blocks), 3 when the host
+    cannot be judged."""
     from fp4doctor.doctor import Outcome
 
-    evaluation, resolution = report.evaluation, report.resolution
-    if evaluation.engine.note:
-        note(evaluation.engine.note)
+    if report.engine.note:
+        note(report.engine.note)
     if report.outcome is Outcome.NO_VERDICT:
         for f in report.blocking():
             note(f.reason)
         note(f"{nothing}: no verdict; run `fp4doctor check` for the full report")
         sys.exit(EXIT_NO_VERDICT)
-    for n in resolution.notes:
-        note(n)
-    for f in resolution.findings:
-        if f.id == "resolve.engine_auto" and f.status.blocking and resolution.ready:
-            note(f"steering away: {f.reason}")
-    if resolution.chosen is None or not resolution.ready:
+    several = len(report.families) > 1
+    for part in report.families:
+        said = f"{part.title}: " if several else ""
+        for n in part.resolution.notes:
+            note(said + n)
+        for f in part.resolution.findings:
+            if f.kind is Kind.ENGINE_PICK and f.status.blocking and part.chosen is not None:
+                note(f"{said}steering away: {f.reason}")
+    if not report.usable:
+        for part in report.families:
+            if part.chosen is None:
+                note(f"the {part.title} has no valid backend here")
         for f in report.blocking():
             note(f.reason)
         note(f"{nothing}; run `fp4doctor check` for the full report")
@@ -423,6 +436,13 @@ def settle(report: Report, nothing: str) -> None:
     for f in report.ignored_deciding():
         reason = f.reason.removesuffix(" (ignored)")
         note(f"--ignore changes the outcome: without it, this fails: {reason} [{f.id}]")
+
+
+def using(report: Report) -> str:
+    """`vLLM 0.15.1: using cutlass`, each family's choice named when there are several."""
+    from fp4doctor.render import uses
+
+    return f"{report.engine_label}: using {uses(report)}"
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -606,9 +626,8 @@ def env(q: Question, shell: str, smoke: bool) -> None:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
     report = ask(replace(q, smoke=smoke))
     settle(report, "nothing to export")
-    evaluation = report.evaluation
     chosen = settings([p.resolution for p in report.families])
-    exports, notes = exports_for(evaluation.profile, chosen, evaluation.engine_label)
+    exports, notes = exports_for(report.profile, chosen, report.engine_label)
     for n in notes:
         note(n)
     with user_errors():
@@ -618,7 +637,7 @@ def env(q: Question, shell: str, smoke: bool) -> None:
             "$GITHUB_ENV cannot unset variables; make sure the workflow does not set: "
             + " ".join(exports.unset)
         )
-    note(f"{evaluation.engine_label}: using {chosen.chosen}")
+    note(using(report))
     write(text, kind="json" if shell == "json" else "exact")
 
 
@@ -645,8 +664,9 @@ def config(q: Question, output: str, force: bool) -> None:
 
     report = ask(q)
     settle(report, "nothing to write")
-    evaluation, resolution = report.evaluation, settings([p.resolution for p in report.families])
-    fmt = evaluation.profile.engine.config_format
+    resolution = settings([p.resolution for p in report.families])
+    label = report.engine_label
+    fmt = report.profile.engine.config_format
     with user_errors():
         if resolution.config:
             text = render_trtllm_yaml(dict(resolution.options))
@@ -657,16 +677,13 @@ def config(q: Question, output: str, force: bool) -> None:
         elif fmt != "dotenv" and not (resolution.set_env or resolution.arguments):
             # Nothing to set: still a file in the engine's own format (an empty mapping).
             text = render_vllm_yaml(()) if fmt == "vllm-yaml" else render_trtllm_yaml({})
-            note(f"nothing to set for {evaluation.engine_label}: writing an empty config")
+            note(f"nothing to set for {label}: writing an empty config")
             if resolution.unset_env:
                 note("also unset: " + " ".join(resolution.unset_env))
         else:
             if fmt != "dotenv":
-                note(
-                    f"{evaluation.engine_label} reads this choice from environment variables: "
-                    "writing a dotenv file"
-                )
-            exports, notes = exports_for(evaluation.profile, resolution, evaluation.engine_label)
+                note(f"{label} reads this choice from environment variables: writing a dotenv file")
+            exports, notes = exports_for(report.profile, resolution, label)
             for n in notes:
                 note(n)
             text = emit("dotenv", exports)
@@ -679,7 +696,7 @@ def config(q: Question, output: str, force: bool) -> None:
         raise UserError(f"{output} exists; pass --force to overwrite it") from None
     except OSError as exc:
         raise UserError(f"cannot write {output}: {exc.strerror or exc}") from None
-    note(f"wrote {output} ({evaluation.engine_label}: {resolution.chosen})")
+    note(f"wrote {output} ({using(report)})")
 
 
 # --- profiles -------------------------------------------------------------------------------

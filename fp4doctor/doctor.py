@@ -3,7 +3,8 @@ runs the check without it (a node agent, a fleet), calls `diagnose`.
 
     report = diagnose(Question(target="vllm", prefer="cudnn"))
     report.outcome        # Outcome.READY / NOT_READY / NO_VERDICT
-    report.resolution     # the backend chosen and the knob that selects it
+    for part in report.families:   # the dense linear GEMM, the MoE experts: alike
+        part.resolution   # the backend chosen and the knob that selects it
 
 probe (or a facts file) -> profile -> rules (static) -> live GEMMs -> rules (with them) -> resolve.
 Nothing here exits the process or writes to stdout: progress goes to `progress`, and the
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
+from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
-from fp4doctor.profile.model import FAMILIES, Profile
+from fp4doctor.profile.model import FAMILIES, FAMILY_TITLES, Profile
 from fp4doctor.resolve import Resolution, meant_for, resolve
-from fp4doctor.rules import Evaluation, evaluate, live
+from fp4doctor.rules import EngineVersion, Evaluation, evaluate, live
 from fp4doctor.versions import is_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
@@ -36,13 +38,6 @@ if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
 ENGINE_TARGETS = (("vllm", "vllm"), ("sglang", "sglang"), ("tensorrt-llm", "trtllm"))
 DEFAULT_TARGET = "vllm"
 DRIVER_GPUS = "/proc/driver/nvidia/gpus"  # the NVIDIA driver lists each GPU here
-
-
-# Finding ids whose failures stand whatever backend is chosen.
-_STANDING = ("host.", "engine.", "env.", "smoke.", "resolve.engine_auto", "resolve.moe.engine_auto",
-             "model.")  # fmt: skip
-# What `fp4doctor env` fixes: the environment as set, and an engine's own pick that cannot run.
-_ENV_FIXES = ("env.", "resolve.engine_auto", "resolve.moe.engine_auto", "model.engine_auto")
 
 
 class QuestionError(ValueError):
@@ -89,38 +84,77 @@ class Question:
 
 @dataclass(frozen=True)
 class FamilyPart:
-    """One FP4 GEMM family's verdicts and choice (the dense linear GEMM, the MoE experts)."""
+    """One FP4 GEMM family's verdicts, the engine's own pick and fp4doctor's choice (the dense
+    linear GEMM, the MoE experts). Every family is judged, resolved and reported alike."""
 
     family: str
     evaluation: Evaluation
     resolution: Resolution
+
+    @property
+    def title(self) -> str:
+        return FAMILY_TITLES.get(self.family, self.family)
+
+    @property
+    def chosen(self) -> str | None:
+        """The backend chosen, when one is valid and reachable here."""
+        return self.resolution.chosen if self.resolution.ready else None
+
+    def findings(self) -> list[Finding]:
+        """This family's findings: its backends', its variables', its live runs', its choice's."""
+        e = self.evaluation
+        own = [f for v in e.verdicts.values() for f in v.findings]
+        return [*own, *e.smoke, *e.env_findings, *self.resolution.findings]
+
+    def standing(self) -> list[Finding]:
+        """This family's findings that stand whatever backend is chosen: the variables as set,
+        the CPU live run, an engine that left alone picks a backend that cannot run."""
+        e = self.evaluation
+        found = [*e.env_findings, *e.smoke, *self.resolution.findings]
+        return [f for f in found if f.kind.stands]
+
+    @property
+    def ready(self) -> bool:
+        """A valid choice, and nothing of this family's that blocks whatever the choice."""
+        return self.chosen is not None and not any(f.status.blocking for f in self.standing())
 
 
 @dataclass(frozen=True)
 class Report:
     """Everything one diagnosis found; the one place that says whether the host is ready.
 
-    `evaluation` and `resolution` are the first family asked (the dense linear GEMM unless
-    `--family` names another); `more` holds the other families. The outcome covers them all."""
+    `families` holds one equal part per FP4 GEMM family asked (`--family`, or every family the
+    engine runs; with `--model`, those its NVFP4 layers use). `host` is what the host itself
+    says, the same for every family. The outcome covers them all, and every consumer (check,
+    env, config, node, fleet, the CI formats, the JSON document) reads it from here."""
 
     question: Question
-    evaluation: Evaluation
-    resolution: Resolution
+    profile: Profile
+    host: tuple[Finding, ...]
+    families: tuple[FamilyPart, ...]
     smoke_note: str | None = None  # why the live GEMMs did not run, when they did not
-    more: tuple[FamilyPart, ...] = ()
     model: ModelVerdict | None = None  # with --model: each rank's GEMMs and their findings
 
     @property
-    def families(self) -> tuple[FamilyPart, ...]:
-        first = FamilyPart(self.evaluation.family, self.evaluation, self.resolution)
-        return (first, *self.more)
+    def facts(self) -> HostFacts:
+        return self.families[0].evaluation.facts  # the same facts judged every family
+
+    @property
+    def engine(self) -> EngineVersion:
+        return self.families[0].evaluation.engine  # one engine release for every family
+
+    @property
+    def engine_label(self) -> str:
+        return f"{self.profile.title} {self.engine.version}"
+
+    def part(self, family: str) -> FamilyPart | None:
+        return next((p for p in self.families if p.family == family), None)
 
     @property
     def outcome(self) -> Outcome:
-        if self.evaluation.no_verdict:
+        if any(p.evaluation.no_verdict for p in self.families):
             return Outcome.NO_VERDICT
-        ready = all(p.resolution.ready for p in self.families)
-        if ready and not self._blocking_outside_the_choice():
+        if all(p.ready for p in self.families) and not self._blocking_outside_families():
             return Outcome.READY
         return Outcome.NOT_READY
 
@@ -129,27 +163,35 @@ class Report:
         return self.outcome is Outcome.READY
 
     @property
+    def choices_valid(self) -> bool:
+        """Every family asked has a valid backend to choose."""
+        return all(p.chosen is not None for p in self.families)
+
+    @property
     def env_makes_ready(self) -> bool:
-        """Not ready only as the environment is set: `fp4doctor env` would make it ready (a
-        valid choice exists, and what blocks is a variable or the engine's own pick)."""
-        if self.outcome is not Outcome.NOT_READY:
+        """Not ready only as the environment is set: `fp4doctor env` would make it ready (every
+        family has a valid choice, and what blocks is a variable or the engine's own pick)."""
+        if self.outcome is not Outcome.NOT_READY or not self.choices_valid:
             return False
-        if not all(p.resolution.ready for p in self.families):
-            return False
-        return all(f.id.startswith(_ENV_FIXES) for f in self._blocking_outside_the_choice())
+        return all(f.kind.env_fixes for f in self._blocking_outside_the_choice())
+
+    @property
+    def usable(self) -> bool:
+        """What `env` and `config` may print: ready, or ready once their knobs are set."""
+        return self.outcome is Outcome.READY or self.env_makes_ready
+
+    def blocking_families(self) -> list[FamilyPart]:
+        """The families with no valid backend to choose, or that block as set."""
+        return [p for p in self.families if not p.ready]
 
     def findings(self) -> list[Finding]:
-        out = self.evaluation.all_findings() + list(self.resolution.findings)
-        for part in self.more:  # the host findings are the same for every family: once
-            e = part.evaluation
-            out += [f for v in e.verdicts.values() for f in v.findings]
-            out += [*e.smoke, *e.env_findings, *part.resolution.findings]
-        return out + list(self.model.findings if self.model else ())
+        own = [f for p in self.families for f in p.findings()]
+        return [*self.host, *own, *(self.model.findings if self.model else ())]
 
     def blocking(self) -> list[Finding]:
         """What stands in the way, for a one-line-each explanation."""
         if self.outcome is Outcome.NO_VERDICT:
-            return [f for f in self.evaluation.host if f.status.blocking]
+            return [f for f in self.host if f.status.blocking]
         chosen = [f for p in self.families for f in p.resolution.findings if f.status.blocking]
         return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
 
@@ -169,18 +211,21 @@ class Report:
         ids = {f.id for f in self.findings()}
         return [p for p in self.question.ignore_ids() if not any(matches(i, p) for i in ids)]
 
+    def _blocking_outside_families(self) -> list[Finding]:
+        """Failures of the host and the model: they block every family."""
+        model = self.model.findings if self.model else ()
+        return [f for f in (*self.host, *model) if f.kind.stands and f.status.blocking]
+
     def _blocking_outside_the_choice(self) -> list[Finding]:
         """Failures that stand whatever backend is chosen (see `_standing`)."""
         return [f for f in self._standing() if f.status.blocking]
 
     def _standing(self) -> list[Finding]:
-        """Findings about the host, what the engine itself needs, the environment as set, the CPU
-        live run, and an engine that left alone picks a known-broken backend."""
-        found = list(self.evaluation.host) + list(self.model.findings if self.model else ())
-        for p in self.families:
-            e = p.evaluation
-            found += [*e.env_findings, *e.smoke, *p.resolution.findings]
-        return [f for f in found if f.id.startswith(_STANDING)]
+        """Findings about the host, what the engine itself needs, the model, and each family's
+        variables as set, CPU live run and engine's own pick."""
+        model = list(self.model.findings if self.model else ())
+        found = [*self.host, *model, *(f for p in self.families for f in p.standing())]
+        return [f for f in found if f.kind.stands]
 
 
 Progress = Callable[[str], None]
@@ -235,7 +280,7 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
     parts: list[FamilyPart] = []
     model: ModelVerdict | None = None
     for family, static in zip(families, statics, strict=True):
-        own = live.owned(static.profile, results, first=family == families[0])
+        own = live.owned(static.profile, results)
         evaluation = (
             evaluate(
                 prof,
@@ -261,8 +306,8 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
         except ValueError as exc:
             raise QuestionError(str(exc)) from None
         parts.append(FamilyPart(family, evaluation, resolution))
-    first, *more = parts
-    return Report(question, first.evaluation, first.resolution, smoke_note, tuple(more), model)
+    host_findings = parts[0].evaluation.host  # judged once per family, the same each time
+    return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
 
 
 def _checkpoint(question: Question) -> Checkpoint | None:

@@ -6,6 +6,7 @@ import codecs
 import json
 import os
 import re
+import shutil
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
@@ -13,17 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from fp4doctor import __version__, facts
-from fp4doctor.findings import Finding, Status
-from fp4doctor.profile.model import FAMILY_TITLES
+from fp4doctor.findings import Finding, Kind, Status
 
 if TYPE_CHECKING:  # `probe` renders facts without loading the rules
     from fp4doctor.checkpoint.judge import ModelVerdict
-    from fp4doctor.doctor import Report
+    from fp4doctor.doctor import FamilyPart, Report
     from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
     from fp4doctor.rules.advisories import Affected
 
-REPORT_SCHEMA_VERSION = 1  # the schema: fp4doctor/schemas/report-v<N>.schema.json
+REPORT_SCHEMA_VERSION = 2  # the schema: fp4doctor/schemas/report-v<N>.schema.json
 
 # A backend under NO VERDICT (exit 3): its checks ran against GPUs that could not be listed, so
 # it is neither valid nor not valid (human text, and `problem` with `valid: null` in JSON).
@@ -127,6 +127,7 @@ class Style:
 
     unicode: bool
     color: bool
+    width: int = 80  # columns a line may take (the report is wrapped to fit)
 
     @classmethod
     def for_stream(cls, stream: TextIO) -> Style:
@@ -134,7 +135,9 @@ class Style:
         set and not empty (no-color.org) or TERM is dumb."""
         tty = hasattr(stream, "isatty") and stream.isatty()
         color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-        return cls(unicode=encoding_of(stream).startswith("utf"), color=color)
+        # A terminal's own width; 80 columns in a pipe or a file.
+        width = shutil.get_terminal_size((80, 24)).columns if tty else 80
+        return cls(unicode=encoding_of(stream).startswith("utf"), color=color, width=width)
 
     def mark(self, status: Status) -> str:
         text = (MARKS if self.unicode else ASCII_MARKS)[status]
@@ -159,97 +162,170 @@ def host_line(host: facts.HostFacts, *, unknown: bool = False) -> str:
     return ", ".join(f"{n}× {k}" for k, n in kinds.items())
 
 
-def human(report: Report, *, verbose: bool, style: Style) -> str:
-    """The report for people: host, backends, environment, live results, the choice."""
+def headline(report: Report) -> str:
+    """The verdict in one line (the report's last line, the CI formats' title): the outcome,
+    what each family uses, or which family blocks."""
     from fp4doctor.doctor import Outcome
 
-    evaluation, resolution, smoke_note = report.evaluation, report.resolution, report.smoke_note
-    out: list[str] = []
-    engine = evaluation.engine
+    parts = report.families
+    outcome = report.outcome
+    if outcome is Outcome.NO_VERDICT:
+        return "NO VERDICT"
+    if outcome is Outcome.READY:
+        return "READY: use " + uses(report)
+    if report.env_makes_ready:
+        return f'NOT READY as set (eval "$(fp4doctor env)" switches to {uses(report)})'
+    blocked = [p for p in report.blocking_families() if p.chosen is None]
+    if blocked and len(parts) > 1:
+        return "NOT READY: no valid backend for the " + " and the ".join(p.title for p in blocked)
+    return "NOT READY"
+
+
+def uses(report: Report) -> str:
+    """`cutlass`, or `cutlass for the dense linear FP4 GEMM, marlin for the fused-MoE ...`."""
+    parts = report.families
+    if len(parts) == 1:
+        return str(parts[0].resolution.chosen)
+    return ", ".join(f"{p.resolution.chosen} for the {p.title}" for p in parts)
+
+
+def human(report: Report, *, verbose: bool, style: Style) -> str:
+    """The report for people: the host, then each FP4 GEMM family alike (backends, variables,
+    live results, choice), then the verdict. Lines fit `style.width` columns."""
+    from fp4doctor.doctor import Outcome
+
+    no_verdict = report.outcome is Outcome.NO_VERDICT
+    out = _Lines(style, verbose)
+    engine = report.engine
     how = {"installed": "installed"}.get(engine.source, engine.source)
-    out.append(
-        style.bold(
-            f"fp4doctor {__version__} · {evaluation.engine_label} ({how}) · "
-            f"{host_line(evaluation.facts, unknown=report.outcome is Outcome.NO_VERDICT)}"
-        )
+    out.heading(
+        f"fp4doctor {__version__} · {report.engine_label} ({how}) · "
+        f"{host_line(report.facts, unknown=no_verdict)}"
     )
     if engine.note:
-        out.append(clean(f"  note: {engine.note}"))
-    if evaluation.era.note:
-        out.append(clean(f"  {evaluation.engine_label}: {evaluation.era.note}"))
+        out.text(f"note: {engine.note}")
+    out.block("Host", report.host)
+    if report.model is not None:
+        out.raw(model_lines(report.model, style, verbose))
+    if report.smoke_note:
+        out.gap()
+        out.heading("Live smoke GEMM")
+        out.text(report.smoke_note)
+    titled = len(report.families) > 1 or report.families[0].family != "linear"
+    for part in report.families:
+        _family_section(out, part, titled, no_verdict)
+    counts = summary_counts(report.findings())
+    out.gap()
+    out.heading(
+        f"{headline(report)}. Checks: {counts['pass']} passed, "
+        f"{_count(counts['warn'], 'warning')}, "
+        f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
+    )
+    return "\n".join(out.lines) + "\n"
 
-    def block(title: str, findings: Sequence[Finding], passes: bool = False) -> None:
-        shown = [f for f in findings if verbose or passes or f.status is not Status.PASS]
+
+class _Lines:
+    """The human report as it is built: each line fitted to the width, text from outside
+    escaped (`clean`), marks and bold added after the fitting."""
+
+    def __init__(self, style: Style, verbose: bool) -> None:
+        self.style, self.verbose = style, verbose
+        self.lines: list[str] = []
+
+    def gap(self) -> None:
+        self.lines.append("")
+
+    def raw(self, lines: Sequence[str]) -> None:
+        self.lines.extend(lines)
+
+    def heading(self, text: str) -> None:
+        for line in wrap(clean(text), self.style.width, "", "  "):
+            self.lines.append(self.style.bold(line))
+
+    def text(self, text: str, indent: int = 2, hang: int = 2) -> None:
+        pad = " " * indent
+        self.lines.extend(wrap(clean(text), self.style.width, pad, pad + " " * hang))
+
+    def marked(self, status: Status, text: str, indent: int = 2, hang: int = 0) -> None:
+        """A mark, then the text; its continuation lines under the text, `hang` further in."""
+        mark = self.style.mark(status)
+        width = len((MARKS if self.style.unicode else ASCII_MARKS)[status])
+        pad = " " * indent
+        rest = " " * (indent + width + 1 + hang)
+        lines = wrap(clean(text), self.style.width, pad + "#" * width + " ", rest)
+        lines[0] = pad + mark + lines[0][indent + width :]
+        self.lines.extend(lines)
+
+    def finding(self, f: Finding, indent: int = 2) -> None:
+        self.marked(f.status, f.reason + (f"  [{f.id}]" if self.verbose else ""), indent)
+        if f.fix and f.status is not Status.PASS:
+            self.text(f"fix: {f.fix}", indent + 4, 5)
+        if self.verbose and f.source:
+            self.text(f"source: {f.source}", indent + 4, 8)
+
+    def block(self, title: str, findings: Sequence[Finding], passes: bool = False) -> None:
+        shown = [f for f in findings if self.verbose or passes or f.status is not Status.PASS]
         if not shown:
             return
-        out.append("")
-        out.append(style.bold(title))
+        self.gap()
+        self.heading(title)
         for f in shown:
-            out.extend(_finding_lines(f, style, verbose))
+            self.finding(f)
 
-    block("Host", evaluation.host)
-    if report.model is not None:
-        out.extend(model_lines(report.model, style, verbose))
-    out.append("")
-    named = report.more or evaluation.family != "linear"
-    titled = f" ({FAMILY_TITLES[evaluation.family]})" if named else ""
-    out.append(style.bold("Backends" + titled) + ("" if verbose else "  (-v for every check)"))
-    no_verdict = report.outcome is Outcome.NO_VERDICT
-    out.extend(_backend_rows(evaluation, style, verbose, no_verdict))
-    block("Environment", evaluation.env_findings)
-    if smoke_note:
-        out.append("")
-        out.append(style.bold("Live smoke GEMM"))
-        out.append(clean(f"  {smoke_note}"))
+
+def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """`text` in lines of at most `width` columns: the first after `first`, the others after
+    `rest`; a word longer than a line is broken (a terminal would break it anyway)."""
+    import textwrap
+
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        lines += textwrap.wrap(
+            paragraph,
+            width=max(width, len(rest) + 20),
+            initial_indent=first if not lines else rest,
+            subsequent_indent=rest,
+            break_on_hyphens=False,
+        ) or [first.rstrip()]
+    return lines
+
+
+def _family_section(out: _Lines, part: FamilyPart, titled: bool, no_verdict: bool) -> None:
+    """One FP4 GEMM family: its backends, variables, live run of fp4doctor's own pipeline and
+    choice. Every family is drawn by this one function."""
+    evaluation, resolution = part.evaluation, part.resolution
+    title = f" ({part.title})" if titled else ""
+    out.gap()
+    out.heading(f"Backends{title}" + ("" if out.verbose else "  (-v for every check)"))
+    if evaluation.era.note:
+        out.text(f"{evaluation.engine_label}: {evaluation.era.note}")
+    _backend_rows(out, evaluation, no_verdict)
+    out.block(f"Environment{title}", evaluation.env_findings)
     # A live result is evidence, shown even when it passed.
-    block("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke, passes=True)
-    out.append("")
-    out.append(style.bold("Choice"))
+    out.block(f"Live smoke GEMM (fp4doctor's own pipeline){title}", evaluation.smoke, passes=True)
+    out.gap()
+    out.heading(f"Choice{title}")
     if no_verdict:
-        out.append(f"  {style.mark(Status.SKIP)} none: no verdict was reached")
-    for f in () if no_verdict and not verbose else resolution.findings:
-        if f.id.endswith(".choice") and f.status is Status.PASS:
-            out.append(clean(f"  → {resolution.chosen}: {_knob_text(evaluation, resolution)}"))
+        out.marked(Status.SKIP, "none: no verdict was reached")
+    for f in () if no_verdict and not out.verbose else resolution.findings:
+        if f.kind is Kind.CHOICE and f.status is Status.PASS:
+            out.text(f"→ {resolution.chosen}: {_knob_text(evaluation, resolution)}", 2, 4)
         else:
-            out.extend(_finding_lines(f, style, verbose))
+            out.finding(f)
     for note in resolution.notes:
-        out.append(clean(f"    {note}"))
-    for part in report.more:
-        out.extend(_family_section(part.evaluation, part.resolution, style, verbose, no_verdict))
-    counts = summary_counts(report.findings())
-    verdict_text = {
-        Outcome.READY: f"READY: use {resolution.chosen}",
-        Outcome.NOT_READY: "NOT READY",
-        Outcome.NO_VERDICT: "NO VERDICT",
-    }[report.outcome]
-    if report.more and report.outcome is Outcome.READY:
-        verdict_text += "".join(f"; {p.family}: use {p.resolution.chosen}" for p in report.more)
-    if report.env_makes_ready:
-        chosen = ", ".join(str(p.resolution.chosen) for p in report.families)
-        verdict_text += f' as set (eval "$(fp4doctor env)" switches to {chosen})'
-    out.append("")
-    out.append(
-        style.bold(
-            f"{verdict_text}. Checks: {counts['pass']} passed, "
-            f"{_count(counts['warn'], 'warning')}, "
-            f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
-        )
-    )
-    return "\n".join(out) + "\n"
+        out.text(note, 4, 2)
 
 
-def _backend_rows(
-    evaluation: Evaluation, style: Style, verbose: bool, no_verdict: bool
-) -> list[str]:
+def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None:
     """One line per backend of a family (valid, or its first problem and fix), with its
     warnings and live results (every finding with -v)."""
-    out: list[str] = []
+    verbose = out.verbose
     width = max((len(n) for n in evaluation.verdicts), default=0)
     for name, verdict in evaluation.verdicts.items():
         if no_verdict:  # judged against GPUs nobody could list: neither valid nor not valid
-            out.append(f"  {style.mark(Status.SKIP)} {clean(name.ljust(width))}  {NO_VERDICT_TEXT}")
+            out.marked(Status.SKIP, f"{name.ljust(width)}  {NO_VERDICT_TEXT}", hang=width + 2)
             for f in verdict.findings if verbose else ():
-                out.extend(_finding_lines(f, style, verbose, indent=6 + width))
+                out.finding(f, indent=6 + width)
             continue
         backend = evaluation.profile.backends[name]
         problem = verdict.first_problem()
@@ -257,9 +333,9 @@ def _backend_rows(
         status = Status.FAIL if problem else (Status.WARN if warns else Status.PASS)
         kind = "" if backend.native else " (not native FP4)"
         text = f"valid here{kind}: {backend.summary}" if problem is None else problem.reason
-        out.append(f"  {style.mark(status)} {clean(name.ljust(width))}  {clean(text)}")
+        out.marked(status, f"{name.ljust(width)}  {text}", hang=width + 2)
         if problem is not None and problem.fix and not verbose:
-            out.append(clean(f"      {''.ljust(width)}fix: {problem.fix}"))
+            out.text(f"fix: {problem.fix}", 6 + width, 5)
         # Without -v: the warnings, and the live results (evidence either way).
         details = (
             verdict.findings
@@ -267,46 +343,13 @@ def _backend_rows(
             else [
                 f
                 for f in verdict.findings
-                if f is not problem and (f.status is Status.WARN or f.id.startswith("smoke."))
+                if f is not problem and (f.status is Status.WARN or f.kind is Kind.LIVE)
             ]
         )
         for f in details:
             if f is problem and not verbose:
                 continue
-            out.extend(_finding_lines(f, style, verbose, indent=6 + width))
-    return out
-
-
-def _family_section(
-    evaluation: Evaluation, resolution: Resolution, style: Style, verbose: bool, no_verdict: bool
-) -> list[str]:
-    """Another FP4 GEMM family (the MoE experts): its backends, variables, live run and choice."""
-    title = FAMILY_TITLES[evaluation.family]
-    out = ["", style.bold(f"Backends ({title})")]
-    if evaluation.era.note:
-        out.append(clean(f"  {evaluation.engine_label}: {evaluation.era.note}"))
-    out.extend(_backend_rows(evaluation, style, verbose, no_verdict))
-    smoke = evaluation.smoke
-    for heading, findings in (
-        ("Environment", evaluation.env_findings),
-        ("Live smoke GEMM (fp4doctor's own pipeline)", evaluation.smoke),
-    ):
-        # A live result is evidence, shown even when it passed.
-        shown = [f for f in findings if verbose or f.status is not Status.PASS or f in smoke]
-        if shown:
-            out += ["", style.bold(f"{heading} ({title})")]
-            for f in shown:
-                out.extend(_finding_lines(f, style, verbose))
-    out += ["", style.bold(f"Choice ({title})")]
-    if no_verdict:
-        out.append(f"  {style.mark(Status.SKIP)} none: no verdict was reached")
-    for f in () if no_verdict and not verbose else resolution.findings:
-        if f.status is Status.PASS and f.id.endswith(".choice"):
-            out.append(clean(f"  → {resolution.chosen}: {_knob_text(evaluation, resolution)}"))
-        else:
-            out.extend(_finding_lines(f, style, verbose))
-    out.extend(clean(f"    {note}") for note in resolution.notes)
-    return out
+            out.finding(f, indent=6 + width)
 
 
 def _count(n: int, noun: str) -> str:
@@ -319,37 +362,24 @@ def _knob_text(evaluation: Evaluation, resolution: Resolution) -> str:
     return resolution.knob.how(resolution.chosen) + '  (eval "$(fp4doctor env)")'
 
 
-def _finding_lines(f: Finding, style: Style, verbose: bool, indent: int = 2) -> list[str]:
-    pad = " " * indent
-    lines = [f"{pad}{style.mark(f.status)} {clean(f.reason)}"]
-    if verbose:
-        lines[0] += clean(f"  [{f.id}]")
-    if f.fix and f.status is not Status.PASS:
-        lines.append(clean(f"{pad}    fix: {f.fix}"))
-    if verbose and f.source:
-        lines.append(clean(f"{pad}    source: {f.source}"))
-    return lines
-
-
 def document(report: Report) -> dict[str, Any]:
-    """The JSON report: versioned, with every finding."""
-    evaluation, resolution = report.evaluation, report.resolution
-    findings = report.findings()
-    host = evaluation.facts
+    """The JSON report: versioned, with every finding; every family alike under `families`."""
     from fp4doctor.doctor import Outcome
 
+    findings = report.findings()
+    host = report.facts
+    engine = report.engine
     no_verdict = report.outcome is Outcome.NO_VERDICT
     return (
         {
             "schema_version": REPORT_SCHEMA_VERSION,
             "fp4doctor_version": __version__,
-            "target": evaluation.profile.target,
+            "target": report.profile.target,
             "engine": {
-                "package": evaluation.profile.engine.package,
-                "version": evaluation.engine.version,
-                "source": evaluation.engine.source,
-                "note": evaluation.engine.note,
-                "era": str(evaluation.era.versions),
+                "package": report.profile.engine.package,
+                "version": engine.version,
+                "source": engine.source,
+                "note": engine.note,
             },
             "host": {
                 # No UUIDs: a report is pasted into tickets (`probe --json` redacts them too).
@@ -361,17 +391,15 @@ def document(report: Report) -> dict[str, Any]:
             "ready": report.ready,
             "outcome": report.outcome.value,
             "exit_code": report.outcome.exit_code,
+            "headline": headline(report),
+            "env_makes_ready": report.env_makes_ready,
             "summary": summary_counts(findings),
-            # The first family judged (the dense linear GEMM unless --family names another); every
-            # family, that one included, is under "families".
-            "backends": _backends_doc(evaluation, no_verdict),
-            "engine_auto": evaluation.engine_auto,
-            "resolution": resolution.to_dict(),
             "families": {
                 part.family: {
-                    "title": FAMILY_TITLES[part.family],
+                    "title": part.title,
                     "era": str(part.evaluation.era.versions),
-                    "ready": part.resolution.ready,
+                    "ready": part.ready,
+                    "chosen": part.chosen,
                     "backends": _backends_doc(part.evaluation, no_verdict),
                     "engine_auto": part.evaluation.engine_auto,
                     "resolution": part.resolution.to_dict(),
@@ -483,21 +511,23 @@ def model_lines(model: ModelVerdict, style: Style, verbose: bool) -> list[str]:
     whatever the backend (a backend's own model findings show in its row)."""
     ckpt = model.checkpoint
     where = f"TP {model.tp}" + (f", EP {model.ep}" if model.ep > 1 else "")
-    out = ["", style.bold(f"Model  {clean(ckpt.name)} ({clean(ckpt.architecture)}) at {where}")]
-    out.append(clean(f"  {ckpt.quant.label}, from {ckpt.quant.file}"))
+    out = _Lines(style, verbose)
+    out.gap()
+    out.heading(f"Model  {ckpt.name} ({ckpt.architecture}) at {where}")
+    out.text(f"{ckpt.quant.label}, from {ckpt.quant.file}")
     fp4 = [g for g in model.gemms if g.layer.fp4]
     width = max((len(g.layer.name) for g in fp4), default=5)
     for g in fp4:
         experts = f", {g.experts} experts/rank" if g.layer.experts else ""
-        out.append(
-            clean(
-                f"  {g.layer.name.ljust(width)}  {g.layer.family:<6} {g.layer.scheme:<5} "
-                f"N={g.n} K={g.k} per rank{experts}"
-            )
+        out.text(
+            f"{g.layer.name.ljust(width)}  {g.layer.family:<6} {g.layer.scheme:<5} "
+            f"N={g.n} K={g.k} per rank{experts}",
+            2,
+            width + 2,
         )
     skipped = sorted({g.layer.name for g in model.gemms if not g.layer.fp4})
     if skipped:
-        out.append(clean(f"  not NVFP4 in this checkpoint: {', '.join(skipped)}"))
+        out.text(f"not NVFP4 in this checkpoint: {', '.join(skipped)}")
     for f in model.findings:
-        out.extend(_finding_lines(f, style, verbose))
-    return out
+        out.finding(f)
+    return out.lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fp4doctor.findings import Finding, Status
+from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.model import (
     FAMILIES,
     FAMILY_LINEAR,
@@ -217,6 +217,7 @@ def resolve(
                 f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
                 fix='eval "$(fp4doctor env)"' if chosen else None,
                 backend=auto,
+                kind=Kind.ENGINE_PICK,
             )
         )
     elif auto is None and evaluation.facts.gpus and (era.auto or not era.knobs):
@@ -227,12 +228,19 @@ def resolve(
                 finding_id(fam, "engine_auto"),
                 Status.WARN,
                 f"{label}, left alone, finds no NVFP4 backend on this host and stops at model load",
+                kind=Kind.ENGINE_PICK,
             )
         )
 
     if chosen is not None:
         findings.append(
-            Finding(finding_id(fam, "choice"), Status.PASS, f"use {chosen}", backend=chosen)
+            Finding(
+                finding_id(fam, "choice"),
+                Status.PASS,
+                f"use {chosen}",
+                backend=chosen,
+                kind=Kind.CHOICE,
+            )
         )
     elif required is not None:
         findings.append(
@@ -242,6 +250,7 @@ def resolve(
                 f"--require {require}: "
                 + "; ".join(f"{b} is not usable here: {why_not(b)}" for b in required_family),
                 backend=required,
+                kind=Kind.REQUIRE,
             )
         )
     elif require == REQUIRE_NATIVE:
@@ -251,6 +260,7 @@ def resolve(
                 finding_id(fam, "require"),
                 Status.FAIL,
                 f"--require native: no native FP4 backend is usable here ({natives})",
+                kind=Kind.REQUIRE,
             )
         )
     else:
@@ -271,6 +281,7 @@ def resolve(
                     else ""
                 ),
                 fix=reachable_by_packages[0].fix if reachable_by_packages else None,
+                kind=Kind.CHOICE,
             )
         )
     if chosen is None:
@@ -286,7 +297,7 @@ def resolve(
 def _only_unreachable(evaluation: Evaluation, backend: str) -> Finding | None:
     """The knob finding of a backend whose only problem is that the engine cannot reach it."""
     problems = evaluation.verdicts[backend].problems()
-    if len(problems) == 1 and problems[0].id.endswith(".knob") and problems[0].fix:
+    if len(problems) == 1 and problems[0].kind is Kind.KNOB and problems[0].fix:
         return problems[0]
     return None
 
@@ -295,7 +306,7 @@ def _known_bug(evaluation: Evaluation, backend: str) -> bool:
     """Whether a known crash or wrong output (an advisory, not a missing requirement) is among
     what makes `backend` unusable here."""
     return any(
-        ".advisory." in f.id and f.status.blocking for f in evaluation.verdicts[backend].findings
+        f.kind is Kind.ADVISORY and f.status.blocking for f in evaluation.verdicts[backend].findings
     )
 
 

@@ -348,7 +348,7 @@ def test_the_hook_refuses_a_document_that_does_not_match(
     monkeypatch.setattr(subprocess, "run", subprocess.run.__wrapped__)  # type: ignore[attr-defined]
     result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:xdist")
     result.assert_outcomes(passed=4, errors=2)
-    result.stdout.fnmatch_lines(["*does not match its schema*", "*report-v1 at $*"])
+    result.stdout.fnmatch_lines(["*does not match its schema*", "*report-v2 at $*"])
     result.stdout.fnmatch_lines(["*fp4doctor probe --json: facts-v1 at $: 'fp4doctor_version'*"])
 
 

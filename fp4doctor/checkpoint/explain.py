@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp4doctor.checkpoint.layers import SCHEME_W4A16
 from fp4doctor.checkpoint.parallel import RankGemm
+from fp4doctor.findings import Kind
 
 if TYPE_CHECKING:
     from fp4doctor.checkpoint.judge import ModelVerdict
@@ -67,12 +68,12 @@ def explain(report: Report) -> list[LayerExplanation]:
             continue
         part = parts.get(g.layer.family)
         if part is None:
-            label = report.evaluation.engine_label
+            label = report.engine_label
             notes = [f.reason for f in model.findings if f.details.get("layer") == g.layer.name]
             out.append(
                 LayerExplanation(
                     g, (), None, None, "",
-                    note=f"the {report.evaluation.profile.title} profile does not model the "
+                    note=f"the {report.profile.title} profile does not model the "
                     f"{g.layer.family} family of {label}; fp4doctor cannot say which kernel runs it"
                     + ("; " + "; ".join(notes) if notes else ""),
                 )
@@ -103,7 +104,7 @@ def _layer(g: RankGemm, part: FamilyPart, model: ModelVerdict) -> LayerExplanati
         verdict = evaluation.verdicts.get(b)
         if verdict is None:
             continue
-        host = [p for p in verdict.problems() if not p.id.startswith("model.")]
+        host = [p for p in verdict.problems() if p.kind is not Kind.MODEL]
         own = [f for f in model.backend_findings(b, name) if f.status.blocking]
         own += [f for f in model.backend_findings(b, "linear") if f.status.blocking]
         if weight_only is None and b not in evaluation.auto_order:
@@ -154,8 +155,7 @@ def text(report: Report, explanations: list[LayerExplanation]) -> str:
     ckpt = model.checkpoint
     where = f"TP {model.tp}" + (f", EP {model.ep}" if model.ep > 1 else "")
     lines = [
-        f"{report.evaluation.engine_label} · {ckpt.name} ({ckpt.architecture}, "
-        f"{ckpt.quant.label}) at {where}"
+        f"{report.engine_label} · {ckpt.name} ({ckpt.architecture}, {ckpt.quant.label}) at {where}"
     ]
     marks = {SKIPPED: "skipped", PICKED: "picked ", FAILS: "FAILS  "}
     for e in explanations:
@@ -179,8 +179,8 @@ def document(report: Report, explanations: list[LayerExplanation]) -> dict[str, 
     model = report.model
     assert model is not None
     return {
-        "engine": report.evaluation.engine_label,
-        "target": report.evaluation.profile.target,
+        "engine": report.engine_label,
+        "target": report.profile.target,
         "model": model.checkpoint.to_dict(),
         "tp": model.tp,
         "ep": model.ep,

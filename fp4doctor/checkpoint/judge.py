@@ -21,7 +21,7 @@ from fp4doctor.checkpoint.activation import MoeActivation
 from fp4doctor.checkpoint.constraints import ActivationSupport, Alignment, ShapeRules
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE, SCHEME_W4A16
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
-from fp4doctor.findings import Finding, Status, apply_ignores
+from fp4doctor.findings import Finding, Kind, Status, apply_ignores
 from fp4doctor.profile.model import Profile
 from fp4doctor.rules import Evaluation
 from fp4doctor.rules.backends import conditions_hold
@@ -93,7 +93,7 @@ class ModelVerdict:
             blocking = [
                 f
                 for f in self.per_backend.get(backend, ())
-                if f.status.blocking and not f.id.endswith(".scheme")
+                if f.status.blocking and f.rule != "scheme"
             ]
             if not blocking:
                 return None
@@ -113,6 +113,7 @@ class ModelVerdict:
             backend=passed[0][0],
             source=first.source,
             details=dict(first.details),
+            kind=Kind.ENGINE_PICK,
         )
 
     def _pick_fails(
@@ -135,6 +136,7 @@ class ModelVerdict:
             backend=backend,
             source=blocking.source,
             details=dict(blocking.details),
+            kind=Kind.ENGINE_PICK,
         )
 
     def with_findings(self, *found: Finding) -> ModelVerdict:
@@ -183,6 +185,7 @@ def judge(
                     f"layers (releases {row.engine} do)",
                     fix=f"pip install -U '{profile.engine.package}{row.engine}'",
                     source=row.source,
+                    kind=Kind.MODEL,
                 )
             )
 
@@ -199,6 +202,7 @@ def judge(
                     f"{name} at {where}: {g.problem}, so the engine cannot shard it",
                     fix=_tp_fix(fits),
                     details={"layer": name},
+                    kind=Kind.MODEL,
                 )
             )
             continue
@@ -252,6 +256,8 @@ def judge(
                     ),
                     backend=b,
                     details={"layer": "linear"},
+                    kind=Kind.MODEL,
+                    rule="scheme",
                 )
             )
     return ModelVerdict(
@@ -282,6 +288,7 @@ def _activation_findings(
                 f"the experts' activation is {act.describe()}: whether {label}'s MoE backends "
                 "run it was not judged",
                 details={"layer": "experts.gate_up", "key": act.key, "value": act.value},
+                kind=Kind.MODEL,
             )
         )
         return
@@ -330,6 +337,7 @@ def _activation_misses(
                 source=source,
                 backend=backend,
                 details={**details, "why": f"no {act.label}"},
+                kind=Kind.MODEL,
             )
         )
     if act.swiglu_limit is not None and not rule.clamp:
@@ -343,6 +351,7 @@ def _activation_misses(
                 source=source,
                 backend=backend,
                 details={**details, "limit": act.swiglu_limit, "why": f"swiglu_limit={limit}"},
+                kind=Kind.MODEL,
             )
         )
     return out
@@ -398,6 +407,7 @@ def _misaligned(
         fix="; ".join(fixes) or None,
         source=source,
         details=details,
+        kind=Kind.MODEL,
     )
 
 

@@ -118,29 +118,28 @@ def of(name: str, report: Report) -> NodeView:
     from fp4doctor.doctor import Outcome
     from fp4doctor.emit.knobs import exports_for, settings
 
-    evaluation, resolution = report.evaluation, report.resolution
     outcome = report.outcome
     families = _families(report)
     # Every family's backends (the MoE ones too, where the report judges that family).
     evaluations = [p.evaluation for p in report.families]
     env_set: tuple[tuple[str, str], ...] = ()
     env_unset: tuple[str, ...] = ()
-    # What `fp4doctor env` exports there (cli.py `env`: nothing without a verdict or without a
-    # ready first choice; else every family's knobs together).
-    if outcome is not Outcome.NO_VERDICT and resolution.chosen and resolution.ready:
+    # What `fp4doctor env` exports there (cli.py `env`: nothing unless the report is usable;
+    # else every family's knobs together).
+    if report.usable:
         chosen = settings([p.resolution for p in report.families])
-        exports, _notes = exports_for(evaluation.profile, chosen, evaluation.engine_label)
+        exports, _notes = exports_for(report.profile, chosen, report.engine_label)
         env_set, env_unset = exports.set, exports.unset
     return NodeView(
         name=name,
         outcome=outcome.value,
         exit_code=outcome.exit_code,
-        facts=F.to_dict(F.redact(evaluation.facts)),
-        target=evaluation.profile.target,
-        engine=evaluation.engine_label,
-        engine_version=evaluation.engine.version,
-        gpus=render.host_line(evaluation.facts, unknown=outcome is Outcome.NO_VERDICT),
-        chosen=resolution.chosen if resolution.ready else None,
+        facts=F.to_dict(F.redact(report.facts)),
+        target=report.profile.target,
+        engine=report.engine_label,
+        engine_version=report.engine.version,
+        gpus=render.host_line(report.facts, unknown=outcome is Outcome.NO_VERDICT),
+        chosen=render.uses(report) if report.usable else None,
         families=families,
         backends={n: v.valid for e in evaluations for n, v in e.verdicts.items()},
         native={n: e.profile.backends[n].native for e in evaluations for n in e.verdicts},
@@ -156,27 +155,20 @@ def failed(name: str, error: str, host: dict[str, Any] | None = None) -> NodeVie
 
 
 def _families(report: Report) -> dict[str, Family]:
-    """The verdict per FP4 GEMM family (linear, moe): a family is ready when its own choice is
-    ready and nothing blocks but another family's choice."""
+    """The verdict per FP4 GEMM family (linear, moe), as the report defines it (`part.ready`);
+    the reason is the family's own first blocking finding, else the report's."""
     from fp4doctor.doctor import Outcome
 
     outcome = report.outcome
     blocking = report.blocking()
     first = blocking[0].reason if blocking and outcome is not Outcome.READY else None
-    parts = report.families
-    if outcome is not Outcome.NOT_READY:
-        return {
-            str(p.family): Family(
-                outcome.value, p.resolution.chosen if report.ready else None, first
-            )
-            for p in parts
-        }
+    if outcome is Outcome.NO_VERDICT:
+        return {p.family: Family(outcome.value, None, first) for p in report.families}
     out: dict[str, Family] = {}
-    for p in parts:
-        others = {id(f) for q in parts if q is not p for f in q.resolution.findings}
-        own = [f for f in blocking if id(f) not in others]
-        if p.resolution.ready and not own:
-            out[str(p.family)] = Family("ready", p.resolution.chosen)
-        else:
-            out[str(p.family)] = Family("not ready", None, own[0].reason if own else first)
+    for p in report.families:
+        if p.ready:
+            out[p.family] = Family("ready", p.chosen)
+            continue
+        own = [f for f in blocking if f.family == p.family]
+        out[p.family] = Family("not ready", None, own[0].reason if own else first)
     return out

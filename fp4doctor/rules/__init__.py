@@ -6,7 +6,6 @@ also where `--ignore` is applied, once, before validity is derived from the find
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from fp4doctor import facts as F
-from fp4doctor.findings import Finding, Status, apply_ignores
+from fp4doctor.findings import Finding, Kind, apply_ignores
 from fp4doctor.profile.kinds import Context
 from fp4doctor.profile.model import FAMILY_LINEAR, Era, Profile
 from fp4doctor.rules import live
@@ -25,20 +24,17 @@ from fp4doctor.rules.backends import (
     requirement_findings,
 )
 from fp4doctor.rules.environment import Selection, lint
+from fp4doctor.rules.host import FIX_GPU_UNREADABLE, host_findings, says_no_verdict
 from fp4doctor.versions import bounds, contains
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
     from fp4doctor.smoke.result import SmokeResult
 
-__all__ = ["EngineVersion", "Evaluation", "Verdict", "evaluate"]
+__all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Verdict", "evaluate"]
 
 SOURCE_INSTALLED = "installed"
 SOURCE_OVERRIDE = "--engine-version"
 SOURCE_ASSUMED = "newest the profile knows"
-FIX_GPU_UNREADABLE = (
-    "run `nvidia-smi` and check `dmesg` for an Xid error (79: fallen off the bus); a lost GPU "
-    "needs a reset (nvidia-smi -r -i N) or a reboot, or leave it out with CUDA_VISIBLE_DEVICES"
-)
 
 
 @dataclass(frozen=True)
@@ -98,9 +94,7 @@ class Evaluation:
     @property
     def no_verdict(self) -> bool:
         """True when the facts or the version are too far off to judge (exit code 3)."""
-        return not self.engine.covered or any(
-            f.id == "host.gpus" and f.status is Status.ERROR and not f.ignored for f in self.host
-        )
+        return not self.engine.covered or says_no_verdict(self.host)
 
 
 def engine_version(profile: Profile, host: F.HostFacts, override: str | None) -> EngineVersion:
@@ -180,15 +174,18 @@ def evaluate(
     )
     label = f"{profile.title} {engine.version}"
     patterns = tuple(ignore)
+    fam = profile.family or FAMILY_LINEAR
+
+    def owned(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+        """This family's findings, marked as its own, with --ignore applied."""
+        return tuple(replace(f, family=fam) for f in apply_ignores(findings, patterns))
+
     verdicts = {
         backend.name: evaluate_backend(backend, ctx, era, profile, label)
         for backend in profile.backends.values()
     }
     verdicts, unowned = live.merge(profile, verdicts, live_results)
-    verdicts = {
-        name: replace(v, findings=tuple(apply_ignores(v.findings, patterns)))
-        for name, v in verdicts.items()
-    }
+    verdicts = {name: replace(v, findings=owned(v.findings)) for name, v in verdicts.items()}
     env_findings, selection = lint(profile, era, ctx, verdicts, label)
     auto_order = tuple(s.backend for s in era.auto if conditions_hold(s.conditions, ctx))
     return Evaluation(
@@ -199,116 +196,14 @@ def evaluate(
         era=era,
         host=tuple(
             apply_ignores(
-                host_findings(host) + requirement_findings(profile.engine.requires, ctx, "engine"),
+                host_findings(host)
+                + requirement_findings(profile.engine.requires, ctx, "engine", kind=Kind.ENGINE),
                 patterns,
             )
         ),
         verdicts=verdicts,
-        env_findings=tuple(apply_ignores(env_findings, patterns)),
+        env_findings=owned(env_findings),
         env_selection=selection,
         auto_order=auto_order,
-        smoke=tuple(apply_ignores(unowned, patterns)),
+        smoke=owned(unowned),
     )
-
-
-def host_findings(host: F.HostFacts) -> list[Finding]:
-    """What the host itself says: GPUs seen (or why none), a mixed host, probe failures."""
-    out: list[Finding] = []
-    nvml = host.nvml
-    cvd = host.cuda_visible_devices
-    scope = f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd is not None else ""
-    if host.gpus:
-        names = Counter(f"{g.name} (compute capability {g.cc_text})" for g in host.gpus)
-        listed = ", ".join(f"{n}× {name}" for name, n in names.items())
-        out.append(
-            Finding(
-                "host.gpus",
-                Status.PASS,
-                f"{len(host.gpus)} GPU(s) visible{scope}: {listed}",
-                details={"driver": nvml.driver_version, "cuda_driver": nvml.cuda_driver_version},
-            )
-        )
-        ccs = sorted({g.cc_text for g in host.gpus})
-        if len(ccs) > 1:
-            out.append(
-                Finding(
-                    "host.gpus.mixed",
-                    Status.WARN,
-                    "mixed host: the GPUs differ in compute capability "
-                    f"({', '.join(ccs)}); a backend "
-                    "counts as valid only when it is valid on every GPU the engine will use",
-                    fix="restrict the engine to one kind of GPU with CUDA_VISIBLE_DEVICES",
-                )
-            )
-    elif nvml.status in (F.NVML_OK, F.NVML_NO_GPU):
-        why = (
-            "NVML answered but lists no GPU"
-            if nvml.status == F.NVML_OK or not nvml.error
-            else nvml.error
-        )
-        if cvd is not None and nvml.status == F.NVML_OK:
-            why = f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU"
-        out.append(
-            Finding(
-                "host.gpus",
-                Status.FAIL,
-                f"no NVIDIA GPU is visible{scope}: {why}; no FP4 backend can run",
-                fix=nvml.fix,
-            )
-        )
-    elif nvml.status == F.NVML_LIBRARY_NOT_FOUND:
-        out.append(
-            Finding(
-                "host.gpus",
-                Status.FAIL,
-                "no NVIDIA GPU is visible: the NVIDIA driver's NVML library (libnvidia-ml) is not "
-                "installed, so this is not a GPU host; every FP4 backend needs an NVIDIA GPU "
-                "(native FP4 needs compute capability 10.0 or newer)",
-                fix=nvml.fix,
-                details={"nvml_error": nvml.error},
-            )
-        )
-    else:
-        out.append(
-            Finding(
-                "host.gpus",
-                Status.ERROR,
-                f"cannot tell which GPUs this host has: NVML says {nvml.error or nvml.status}",
-                fix=nvml.fix,
-                details={"nvml_status": nvml.status},
-            )
-        )
-    for name, version in sorted(host.packages.versions.items()):
-        try:
-            Version(version)
-        except InvalidVersion:
-            out.append(
-                Finding(
-                    f"host.package.{name}.version",
-                    Status.WARN,
-                    f"{name} reports the version {version!r}, which is not a PEP 440 version: "
-                    "rules that depend on it are judged as for a fresh install",
-                    fix=f"pip install --force-reinstall {name}",
-                )
-            )
-    for name, reason in sorted(host.probe_errors.items()):
-        # `gpu.nvmlN`: NVML lists a GPU it cannot open or describe (lost, fallen off the bus).
-        fix = FIX_GPU_UNREADABLE if name.startswith("gpu.nvml") else None
-        reason = f"the {name} probe failed: {reason}"
-        out.append(Finding(f"host.probe.{name}", Status.WARN, reason, fix=fix))
-    for name, reason in sorted(host.packages.errors.items()):
-        # Unreadable metadata (or torch/version.py): the rules judge without what it says.
-        package = name.split("/")[0]
-        what = name if "/" in name else f"the installed {name}'s metadata"
-        out.append(
-            Finding(
-                f"host.package.{package}",
-                Status.WARN,
-                f"cannot read {what}, so the rules judge without it: {reason}",
-                fix=f"reinstall {package} at the version you use "
-                f"(pip install --force-reinstall --no-deps '{package}==VERSION')",
-            )
-        )
-    if host.synthetic:
-        out.append(Finding("host.synthetic", Status.WARN, f"synthetic facts: {host.synthetic}"))
-    return out

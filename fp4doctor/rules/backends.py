@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.facts import Gpu
-from fp4doctor.findings import Finding, Status
+from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.kinds import Check, Context
 from fp4doctor.profile.kinds.all_of import AllOf
 from fp4doctor.profile.kinds.package import Package
@@ -32,13 +31,13 @@ class Verdict:
         """Blocking findings, one per rule (the first GPU that fails it), most telling first:
         hardware (nothing else fixes it), then an engine version that cannot use the backend at
         all (installing its libraries would not help), then the rest."""
-        blocking: dict[str, Finding] = {}
+        blocking: dict[tuple[Kind, str | None, str | None], Finding] = {}
         for f in self.findings:
             if f.status.blocking:
-                blocking.setdefault(re.sub(r"\.gpu\d+$", "", f.id), f)
+                blocking.setdefault((f.kind, f.rule, f.advisory), f)
         return sorted(
             blocking.values(),
-            key=lambda f: ("compute_capability" not in f.id, not f.id.endswith(".knob")),
+            key=lambda f: (f.rule != "compute_capability", f.kind is not Kind.KNOB),
         )
 
     def first_problem(self) -> Finding | None:
@@ -65,12 +64,16 @@ def evaluate_backend(
     findings = requirement_findings(backend.requires, ctx, f"backend.{backend.name}", backend.name)
     for advisory in backend.advisories:
         findings.extend(_advisory(advisory, backend, ctx))
-    findings.append(_reachability(backend, era, profile, engine_label, _ahead(backend, era, ctx)))
+    findings.append(_reachability(backend, era, profile, engine_label, ctx))
     return Verdict(backend, tuple(findings))
 
 
 def requirement_findings(
-    requires: tuple[Requirement, ...], ctx: Context, prefix: str, backend: str | None = None
+    requires: tuple[Requirement, ...],
+    ctx: Context,
+    prefix: str,
+    backend: str | None = None,
+    kind: Kind = Kind.REQUIREMENT,
 ) -> list[Finding]:
     """A finding per applicable requirement (per GPU for per-GPU kinds), named `prefix.id`."""
     findings: list[Finding] = []
@@ -90,6 +93,8 @@ def requirement_findings(
                     backend=backend,
                     source=req.source,
                     details={"measured": result.measured, "required": result.required},
+                    kind=kind,
+                    rule=req.id,
                 )
             )
     return findings
@@ -111,16 +116,20 @@ def _ahead(backend: Backend, era: Era, ctx: Context) -> tuple[AutoStep, ...]:
     return ()
 
 
-def _uninstalls(steps: tuple[AutoStep, ...]) -> list[str]:
+def _uninstalls(steps: tuple[AutoStep, ...], ctx: Context) -> list[str]:
     """The installed packages whose presence makes these steps hold (removing them is what
-    lets the engine fall through to a later step)."""
+    lets the engine fall through to a later step). A condition whose `when` does not apply
+    here, or a package that is not installed, is not what makes a step hold."""
     names: list[str] = []
 
     def walk(reqs: tuple[Requirement, ...]) -> None:
         for req in reqs:
+            if not req.applies(ctx):
+                continue
             kind = req.kind
             if isinstance(kind, Package) and not kind.absent and kind.version is None:
-                names.append(kind.name)
+                if ctx.version(kind.name) is not None:
+                    names.append(kind.name)
             elif isinstance(kind, (Use, AllOf)):
                 walk(req.children)
 
@@ -182,16 +191,19 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
                     backend=backend.name,
                     source=advisory.source,
                     details=details,
+                    kind=Kind.ADVISORY,
+                    advisory=advisory.id,
                 )
             )
     return out
 
 
 def _reachability(
-    backend: Backend, era: Era, profile: Profile, engine_label: str, ahead: tuple[AutoStep, ...]
+    backend: Backend, era: Era, profile: Profile, engine_label: str, ctx: Context
 ) -> Finding:
     """Can this engine version use the backend at all: through a knob, or its automatic order
     (and then only when no earlier step of that order holds here)."""
+    ahead = _ahead(backend, era, ctx)
     fid = f"backend.{backend.name}.knob"
     knob = era.selecting_knob(backend.name)
     if knob is not None:
@@ -201,12 +213,13 @@ def _reachability(
             f"{engine_label} selects it with {knob.how(backend.name)}",
             backend=backend.name,
             source=knob.source or era.source,
+            kind=Kind.KNOB,
         )
     if ahead:
         # No knob, and the automatic order stops earlier here: only a package change helps.
         first = ahead[0].backend
         later = _versions_that_can(backend, era, profile, knobs_only=True)
-        removals = _uninstalls(ahead)
+        removals = _uninstalls(ahead, ctx)
         fixes = [f"pip uninstall {' '.join(removals)}"] if removals else []
         fixes += [f"use {later}"] if later else []
         return Finding(
@@ -217,6 +230,7 @@ def _reachability(
             fix=", or ".join(fixes) or None,
             backend=backend.name,
             source=era.source,
+            kind=Kind.KNOB,
         )
     if any(step.backend == backend.name for step in era.auto):
         return Finding(
@@ -225,6 +239,7 @@ def _reachability(
             f"{engine_label} has no knob for it; only its automatic order reaches it",
             backend=backend.name,
             source=era.source,
+            kind=Kind.KNOB,
         )
 
     versions = _versions_that_can(backend, era, profile, knobs_only=False)
@@ -235,6 +250,7 @@ def _reachability(
         fix=f"use {versions}" if versions else None,
         backend=backend.name,
         source=era.source,
+        kind=Kind.KNOB,
     )
 
 

@@ -4,13 +4,16 @@ overridden by precedence, and variables that select a backend this host cannot r
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fp4doctor.findings import Finding, Status
+from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.kinds.base import Context, is_true
 from fp4doctor.profile.model import KNOB_ENV, Era, Knob, Profile
 from fp4doctor.rules.backends import Verdict
+
+_finding = functools.partial(Finding, kind=Kind.ENV)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ def lint(
                 needed = " and ".join(f"{n}={v}" for n, v in missing)
                 findings[:] = [f for f in findings if not (f.id == fid and f.status is Status.PASS)]
                 findings.append(
-                    Finding(
+                    _finding(
                         f"{fid}.unread",
                         Status.WARN,
                         f"{name}={value} has no effect in {engine_label}: it is read only with "
@@ -76,7 +79,7 @@ def lint(
             else:
                 fix = f"unset {name}"
             findings.append(
-                Finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}", fix=fix)
+                _finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}", fix=fix)
             )
     selections.sort(key=lambda s: s[0])
     if not selections:
@@ -87,7 +90,7 @@ def lint(
         if loser.variable in companions:  # set with the winner so that it is read at all
             continue
         findings.append(
-            Finding(
+            _finding(
                 f"env.{loser.variable}.overridden",
                 Status.WARN,
                 f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
@@ -100,7 +103,7 @@ def lint(
     if verdict is not None and not verdict.valid:
         problem = verdict.first_problem()
         findings.append(
-            Finding(
+            _finding(
                 f"env.{winner.variable}.backend",
                 Status.FAIL,
                 f"{winner.variable}={winner.value} makes {engine_label} use {winner.backend}, "
@@ -123,7 +126,7 @@ def _lint_knob(
                 on = int(value) != 0
             except ValueError:
                 findings.append(
-                    Finding(
+                    _finding(
                         fid,
                         Status.FAIL,
                         f"{knob.name}={value!r} is not a number: "
@@ -145,7 +148,7 @@ def _lint_knob(
             ]
             hint = f" Did you mean {close[0]!r}?" if close else ""
             findings.append(
-                Finding(
+                _finding(
                     fid,
                     Status.FAIL,
                     f"{knob.name}={value!r} is not a valid choice for {engine_label} "
@@ -160,12 +163,12 @@ def _lint_knob(
             return None
     if knob.deprecated:
         findings.append(
-            Finding(f"{fid}.deprecated", Status.WARN, knob.deprecated, source=knob.source)
+            _finding(f"{fid}.deprecated", Status.WARN, knob.deprecated, source=knob.source)
         )
     if selected is not None:
         note = f" ({knob.note})" if knob.note else ""
         findings.append(
-            Finding(
+            _finding(
                 fid,
                 Status.PASS,
                 f"{knob.name}={value} selects {selected}{note}",

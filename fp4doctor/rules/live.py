@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from fp4doctor.findings import Finding, Status
+from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.model import Profile
 from fp4doctor.rules.backends import Verdict
 
@@ -21,19 +21,15 @@ if TYPE_CHECKING:
 CPU_ADAPTERS = {"linear": "emulation", "moe": "emulation-moe"}
 
 
-def owned(profile: Profile, results: Sequence[SmokeResult], *, first: bool) -> list[SmokeResult]:
-    """The results that belong to one family's view: those of its backends' adapters, and the
-    CPU run of its own pipeline; a result no family owns goes to the `first` family."""
+def owned(profile: Profile, results: Sequence[SmokeResult]) -> list[SmokeResult]:
+    """The results that belong to one family's view: those of its backends' adapters on a GPU,
+    and the CPU run of its own pipeline."""
     adapters = {a for b in profile.backends.values() for a in b.smoke}
     family = profile.family or "linear"
     cpu_own = CPU_ADAPTERS.get(family)
     out = []
     for r in results:
-        if r.gpu is None:
-            mine = r.adapter == cpu_own or (first and r.adapter not in CPU_ADAPTERS.values())
-        else:
-            mine = r.adapter in adapters
-        if mine:
+        if (r.adapter == cpu_own) if r.gpu is None else (r.adapter in adapters):
             out.append(r)
     return out
 
@@ -79,6 +75,7 @@ def merge(
                     status,
                     f"{result.adapter} on {result.device}: {result.reason}",
                     details=details,
+                    kind=Kind.LIVE,
                 )
             )
             continue
@@ -91,6 +88,7 @@ def merge(
                     gpu=result.gpu,
                     backend=name,
                     details=details,
+                    kind=Kind.LIVE,
                 )
             )
             agreement = _agreement(name, result, static_valid[name], where)
@@ -113,6 +111,7 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
             f"no live verdict to compare with the rules on {result.device}: {result.reason}",
             gpu=result.gpu,
             backend=name,
+            kind=Kind.LIVE,
         )
     live_ok = result.status == "pass"
     if rules_valid and not live_ok:
@@ -124,6 +123,7 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
             fix="report it with `fp4doctor check --json` output",
             gpu=result.gpu,
             backend=name,
+            kind=Kind.LIVE,
         )
     if not rules_valid and live_ok:
         return Finding(
@@ -134,6 +134,7 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
             fix="report it with `fp4doctor check --force --json` output",
             gpu=result.gpu,
             backend=name,
+            kind=Kind.LIVE,
         )
     verdict = "both accept it" if live_ok else "both refuse it"
     return Finding(
@@ -142,4 +143,5 @@ def _agreement(name: str, result: Any, rules_valid: bool, where: str) -> Finding
         f"rules and the live result agree on {result.device}: {verdict}",
         gpu=result.gpu,
         backend=name,
+        kind=Kind.LIVE,
     )

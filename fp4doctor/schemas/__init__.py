@@ -2,7 +2,7 @@
 package so that a pipeline can validate what it reads with the schema of the version it got.
 
     facts-v1        `fp4doctor probe --json`, read back by `--facts FILE` (facts.SCHEMA_VERSION)
-    report-v1       `fp4doctor check --json` (render.REPORT_SCHEMA_VERSION)
+    report-v2       `fp4doctor check --json` (render.REPORT_SCHEMA_VERSION)
     advisories-v1   `fp4doctor advisories --json` (a bare array: no schema_version in it)
     env-v1          `fp4doctor env --shell json` (no schema_version in it)
 
