@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from fp4doctor import render
 from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import FAMILY_TITLES
+from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Report
@@ -53,9 +54,9 @@ class SummaryError(OSError):
 
 
 def _xml_text(text: object) -> str:
-    """Text as XML can carry it: control characters as escapes (`render.clean`), then what XML
+    """Text as XML can carry it: control characters as escapes (`terminal.clean`), then what XML
     1.0 forbids outright as `\\uNNNN`."""
-    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", render.clean(text))
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", clean(text))
 
 
 def _classname(target: str, f: Finding) -> str:
@@ -159,8 +160,8 @@ def escape_property(text: str) -> str:
 
 def command(kind: str, message: str, title: str | None = None) -> str:
     """One workflow command line: `::error title=...::message`."""
-    props = f" title={escape_property(render.clean(title))}" if title else ""
-    return f"::{kind}{props}::{escape_data(render.clean(message))}\n"
+    props = f" title={escape_property(clean(title))}" if title else ""
+    return f"::{kind}{props}::{escape_data(clean(message))}\n"
 
 
 def _annotations(kind: str, findings: Iterable[Finding]) -> list[str]:
@@ -195,7 +196,7 @@ def github(report: Report, human_report: str) -> str:
 
 def _md(text: object) -> str:
     """Text for a Markdown table cell: one line, `|` escaped, HTML's own characters as entities."""
-    text = render.clean(text).replace("\n", " ")
+    text = clean(text).replace("\n", " ")
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("`", "\\`")
 

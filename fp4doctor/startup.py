@@ -31,8 +31,11 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import signal
+import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 #: The commands that probe this host (unless they read a facts file instead).
 PROBING = frozenset({"check", "env", "config", "explain", "probe", "advisories", "node"})
@@ -118,3 +121,37 @@ def before_exit() -> None:
     that called the command line in-process (a test's CliRunner) keeps collecting them."""
     if _held:
         gc.freeze()
+
+
+def _interrupted_while_loading(signum: int, frame: object) -> None:
+    # An exception raised here can land where Python ignores it (an import lock's callback):
+    # exit at once instead; nothing has been written or started yet.
+    sys.stderr.write("fp4doctor: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+_sigint_before: Any = None
+
+
+def begin(argv: Sequence[str]) -> None:
+    """First thing the command line does, before its modules load: Ctrl-C from here until
+    `loaded` is one line and exit code 130 (not a traceback), NVML starts for a command that
+    probes this host, and the collector is held off (`hold_gc`)."""
+    global _sigint_before
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.default_int_handler:
+        try:
+            signal.signal(signal.SIGINT, _interrupted_while_loading)
+            _sigint_before = before
+        except ValueError:  # imported outside the main thread: nothing to guard
+            pass
+    begin_nvml(argv)
+    hold_gc(argv)
+
+
+def loaded() -> None:
+    """The modules are loaded: Python's own Ctrl-C handler is back, and from here on the command
+    group turns Ctrl-C into exit code 130."""
+    if _sigint_before is not None and signal.getsignal(signal.SIGINT) is _interrupted_while_loading:
+        signal.signal(signal.SIGINT, _sigint_before)

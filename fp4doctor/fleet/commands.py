@@ -1,9 +1,6 @@
-"""The click commands `node` and `fleet`. Registered by `fp4doctor.cli` at start-up, so this
-module imports only click and the CLI's own helpers; everything else loads inside the commands.
-
-Import `fp4doctor.cli` (which registers these), not this module on its own: this module reads
-the CLI's helpers while the CLI finishes loading.
-"""
+"""The click commands `node` and `fleet` (the command line loads this module when one of them
+runs: fp4doctor/cli/app.py). It imports only click and the command line's shared helpers;
+everything else loads inside the commands."""
 
 from __future__ import annotations
 
@@ -12,14 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli import (
-    NoVerdict,
-    UserError,
-    note,
-    question_options,
-    user_errors,
-    write,
-)
+from fp4doctor.cli.app import Command
+from fp4doctor.cli.console import NoVerdict, UserError, note, user_errors, write
+from fp4doctor.cli.options import question_options
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Question
@@ -41,7 +33,7 @@ Exit codes:
   130  interrupted (Ctrl-C)"""
 
 
-@click.command(epilog=NODE_EXIT_CODES_HELP)
+@click.command(cls=Command, epilog=NODE_EXIT_CODES_HELP)
 @question_options
 @click.option(
     "--features-file",
@@ -127,7 +119,7 @@ def node(
     sys.exit(agent.npd_exit_code(view.exit_code))
 
 
-@click.command(epilog=FLEET_EXIT_CODES_HELP)
+@click.command(cls=Command, epilog=FLEET_EXIT_CODES_HELP)
 @question_options
 @click.option(
     "--ray",
@@ -211,8 +203,3 @@ def _facts_takes_a_directory(command: click.Command) -> None:
 
 
 _facts_takes_a_directory(fleet)
-
-
-def commands() -> list[click.Command]:
-    """The commands `fp4doctor.cli` registers."""
-    return [node, fleet]

@@ -7,7 +7,8 @@ from typing import Any
 from fp4doctor import __version__
 from fp4doctor.findings import Status
 from fp4doctor.fleet.group import FleetReport, Group
-from fp4doctor.render import Style, clean
+from fp4doctor.render import Style
+from fp4doctor.terminal import clean
 
 FLEET_SCHEMA_VERSION = 1
 _MARK = {"ready": Status.PASS, "not ready": Status.FAIL, "no verdict": Status.WARN}

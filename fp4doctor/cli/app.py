@@ -1,0 +1,139 @@
+"""The top-level command group. A command's module is imported when that command runs (or for
+`--help`, which lists them all): `fp4doctor probe` never loads the rules, and no module of a
+command imports another's."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from fp4doctor import __version__, startup
+from fp4doctor.cli.console import (
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_READY,
+    Interrupted,
+    OutputError,
+    UserError,
+    carries,
+    discard_stdout,
+    flush_stdout,
+    note,
+)
+from fp4doctor.terminal import encoding_of, fit
+
+#: Each command's name, and the module (and attribute) that defines it.
+COMMANDS = {
+    "advisories": ("fp4doctor.cli.probe", "advisories"),
+    "check": ("fp4doctor.cli.check", "check"),
+    "config": ("fp4doctor.cli.config", "config"),
+    "env": ("fp4doctor.cli.env", "env"),
+    "explain": ("fp4doctor.cli.explain", "explain"),
+    "fleet": ("fp4doctor.fleet.commands", "fleet"),
+    "node": ("fp4doctor.fleet.commands", "node"),
+    "probe": ("fp4doctor.cli.probe", "probe"),
+    "profiles": ("fp4doctor.cli.profiles", "profiles"),
+}
+
+
+class _HelpFits:
+    """`--help` as stdout can carry it: click writes it as UTF-8 to an ASCII stream, and fails
+    on a Latin-1 one."""
+
+    def get_help(self, ctx: click.Context) -> str:
+        text: str = super().get_help(ctx)  # type: ignore[misc]
+        if carries(text, encoding := encoding_of(sys.stdout)):
+            return text
+        return fit(text, encoding)
+
+
+class Command(_HelpFits, click.Command):
+    """Every command's class: `--help` that fits the stream, a bad value as one line."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # A bad value (`--tp 0`) is one line, as every other user error; click's usage block
+        # stays for what is about the command line's shape (an unknown option).
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.BadParameter as exc:
+            raise UserError(exc.format_message().rstrip(".")) from None
+
+
+class Group(_HelpFits, click.Group):
+    """A group of commands under the top level (`profiles`)."""
+
+    command_class = Command
+
+
+class _Main(_HelpFits, click.Group):
+    """The top-level group. Ctrl-C ends any command with one line and exit code 130, not
+    click's "Aborted!" and exit 1 (which a pipeline would read as "not ready"); a write error on
+    stdout with one line and exit code 4; stdout is flushed before the exit code is final."""
+
+    command_class = Command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, *more: Any, **extra: Any
+    ) -> Any:
+        if not extra.get("standalone_mode", True):
+            return super().main(args, *more, **extra)
+        code: Any = EXIT_READY
+        try:
+            try:
+                super().main(args, *more, **extra)
+            except SystemExit as exc:
+                code = exc.code
+            flush_stdout()
+        except KeyboardInterrupt:
+            note("interrupted")
+            code = EXIT_INTERRUPTED
+        except OutputError as exc:
+            exc.show()
+            discard_stdout()
+            code = exc.exit_code
+        startup.before_exit()
+        sys.exit(code)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # Parsing writes --help and --version: a failure there is a write error too.
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+        except OSError as exc:
+            raise OutputError.of(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            note("interrupted")
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(
+    cls=_Main, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP
+)
+@click.version_option(__version__, prog_name="fp4doctor")
+def main() -> None:
+    """Find which NVFP4 GEMM backend really works on this host, and how to switch it on.
+
+    \b
+      fp4doctor check                                  the report, every backend
+      x=$(fp4doctor env --prefer cudnn) && eval "$x"   switch the best path on
+      fp4doctor config --target vllm -o vllm-fp4.yaml  the same as vLLM's config
+    """

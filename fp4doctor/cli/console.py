@@ -1,0 +1,151 @@
+"""stdout and stderr for the commands: the output as the stream can carry it, one line for
+people on stderr, the user's errors as one line and their exit codes (a contract: README)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import click
+
+from fp4doctor import facts
+from fp4doctor.terminal import ascii_json, clean, encoding_of, fit
+
+EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
+EXIT_WRITE_FAILED = 4  # not 1: a full disk must not read as "not ready"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort would exit 1
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
+  1  not ready: the checks ran and the required path is not valid
+  2  usage or profile error
+  3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
+  4  could not write the output (a full disk, a closed stdout or pipe)
+  130  interrupted (Ctrl-C)"""
+
+
+class UserError(click.ClickException):
+    """A user's mistake: printed as one line on stderr, exit code 2, no traceback."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"fp4doctor: error: {self.message}", err=True)
+
+
+class NoVerdict(UserError):
+    exit_code = EXIT_NO_VERDICT
+
+
+class OutputError(UserError):
+    """stdout cannot take the output (a full disk, a closed stdout or pipe): exit 4, so that a
+    pipeline never reads a write error as "not ready"."""
+
+    exit_code = EXIT_WRITE_FAILED
+
+    @classmethod
+    def of(cls, exc: BaseException | None) -> OutputError:
+        if exc is None or "closed file" in str(exc):
+            why = "stdout is closed"
+        else:
+            why = getattr(exc, "strerror", None) or str(exc)
+        return cls(f"could not write the output: {why}")
+
+
+class Interrupted(UserError):
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+    def show(self, file: Any = None) -> None:
+        note("interrupted")
+
+
+def write(text: str, *, kind: str = "text") -> None:
+    """A command's output on stdout, as the stream can carry it: `text` (for people) with what
+    the encoding cannot carry in ASCII, `json` with \\u escapes where it cannot carry UTF-8,
+    `exact` (statements, config files) unchanged, as UTF-8 bytes where the encoding cannot carry
+    them. A stream that cannot be written raises OutputError (exit 4)."""
+    stream = sys.stdout
+    if stream is None:  # started with stdout closed (`>&-`)
+        raise OutputError.of(None)
+    encoding = encoding_of(stream)
+    try:
+        if not carries(text, encoding):
+            if kind == "json":
+                text = ascii_json(text)
+            elif kind == "text":
+                text = fit(text, encoding)
+            elif hasattr(stream, "buffer"):
+                stream.flush()
+                stream.buffer.write(text.encode("utf-8"))
+                return
+        stream.write(text)
+    except (OSError, ValueError) as exc:  # ValueError: a closed file
+        raise OutputError.of(exc) from None
+
+
+def carries(text: str, encoding: str) -> bool:
+    """Whether a stream in `encoding` can take `text` as it is."""
+    if text.isascii() or encoding.startswith("utf"):
+        return True
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def flush_stdout() -> None:
+    """Flush now, inside the guarded region, so that nothing fails at interpreter shutdown."""
+    stream = sys.stdout
+    if stream is None:
+        return
+    try:
+        stream.flush()
+    except (OSError, ValueError) as exc:
+        raise OutputError.of(exc) from None
+
+
+def discard_stdout() -> None:
+    """After a write error: point stdout at /dev/null, so that the interpreter's own flush at exit
+    finds nowhere to fail (and prints no second error)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # type: ignore[union-attr]
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """The core's refusals as one line on stderr: 2 for a bad question, 3 for unreadable facts."""
+    from fp4doctor.doctor import QuestionError
+    from fp4doctor.profile import ProfileError
+
+    try:
+        yield
+    except (QuestionError, ProfileError) as exc:
+        raise UserError(str(exc)) from None
+    except facts.FactsError as exc:
+        raise NoVerdict(str(exc)) from None
+    except Exception as exc:
+        # An EmitError comes only from the emitters, so it is looked for only where they were
+        # loaded: `check` does not import them (and their `secrets`) for this clause.
+        emit = sys.modules.get("fp4doctor.emit.exports")
+        if emit is not None and isinstance(exc, emit.EmitError):
+            raise UserError(str(exc)) from None
+        raise
+
+
+def note(message: str) -> None:
+    """One line for people on stderr: control characters escaped, as the stream can carry it.
+    stderr is best effort: failing to write it never changes the exit code."""
+    text = fit(clean(f"fp4doctor: {message}"), encoding_of(sys.stderr))
+    with suppress(OSError, ValueError):
+        click.echo(text, err=True)

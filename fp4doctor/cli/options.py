@@ -1,0 +1,165 @@
+"""The options every question-asking command shares (`check`, `env`, `config`, `explain`,
+`node`, `fleet`), handed to the command as one `Question`; running the doctor core; and how
+`env` and `config` settle a report before they print anything."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from fp4doctor.cli.console import EXIT_NO_VERDICT, EXIT_NOT_READY, note, user_errors
+from fp4doctor.findings import Kind
+
+if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
+    from fp4doctor.doctor import Question, Report
+
+QUESTION_OPTIONS = (
+    click.option(
+        "--target",
+        "-t",
+        help="Engine: vllm, sglang, trtllm or flashinfer "
+        "(default: the engine installed; vllm when none is).",
+    ),
+    click.option(
+        "--profile",
+        "profiles",
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        help="A profile YAML that adds or overrides a target (repeatable).",
+    ),
+    click.option(
+        "--facts",
+        "facts_file",
+        type=click.Path(dir_okay=False),
+        help="Judge this facts snapshot (from `fp4doctor probe --json`) instead of this host.",
+    ),
+    click.option(
+        "--engine-version", help="Judge for this engine version instead of the installed one."
+    ),
+    click.option(
+        "--ignore",
+        multiple=True,
+        metavar="IDS",
+        help="Downgrade these finding ids (or id prefixes, comma-separated) to warnings.",
+    ),
+    click.option(
+        "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
+    ),
+    click.option(
+        "--require",
+        help="NAME, 'native' or 'any': exit 1 (and print or write nothing) unless it resolves.",
+    ),
+    click.option(
+        "--family",
+        type=click.Choice(["linear", "moe"]),
+        help="Judge one FP4 GEMM family only: the dense linear layers or the MoE experts "
+        "(default: every family the engine runs). --prefer/--require apply to the family "
+        "whose backend they name; write moe:NAME to say which.",
+    ),
+    click.option(
+        "--model",
+        metavar="PATH_OR_ID",
+        help="Also judge this NVFP4 checkpoint's GEMMs (a directory, or ORG/NAME in the Hugging "
+        "Face cache; configs and safetensors headers only).",
+    ),
+    click.option(
+        "--tp",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Tensor-parallel size the model is served at (with --model).",
+    ),
+    click.option(
+        "--ep",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Expert-parallel size (with --model; must divide --tp).",
+    ),
+    click.option(
+        "--hub",
+        is_flag=True,
+        help="With --model ORG/NAME not in the cache: read its configs and headers from the Hub "
+        "(needs pip install 'fp4doctor[hub]' and the network).",
+    ),
+)
+_QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignore", "prefer",
+                    "require", "family", "model", "tp", "ep", "hub")  # fmt: skip
+
+
+def question_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the shared options, and hand them to the command as one `Question`."""
+
+    @functools.wraps(command)
+    def wrapper(**options: Any) -> None:
+        from fp4doctor.doctor import Question  # here, not at decoration: `probe` never needs it
+
+        asked = Question(**{k: options.pop(k) for k in _QUESTION_FIELDS})
+        command(asked, **options)
+
+    for option in reversed(QUESTION_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def ask(question: Question) -> Report:
+    """Run the doctor core, its refusals as user errors and its progress on stderr."""
+    from fp4doctor.doctor import diagnose
+
+    with user_errors():
+        report = diagnose(question, progress=note)
+    _unmatched_ignores(report)
+    return report
+
+
+def _unmatched_ignores(report: Report) -> None:
+    for pattern in report.unmatched_ignores():
+        note(
+            f"--ignore {pattern}: no finding has this id or id prefix "
+            "(`fp4doctor check -v` lists the ids); nothing was ignored for it"
+        )
+
+
+def settle(report: Report, nothing: str) -> None:
+    """For `env` and `config`: explain on stderr, and exit 1 unless every family asked has a
+    valid choice that the knobs make ready (naming the family that blocks), 3 when the host
+    cannot be judged."""
+    from fp4doctor.doctor import Outcome
+
+    if report.engine.note:
+        note(report.engine.note)
+    if report.outcome is Outcome.NO_VERDICT:
+        for f in report.blocking():
+            note(f.reason)
+        note(f"{nothing}: no verdict; run `fp4doctor check` for the full report")
+        sys.exit(EXIT_NO_VERDICT)
+    several = len(report.families) > 1
+    for part in report.families:
+        said = f"{part.title}: " if several else ""
+        for n in part.resolution.notes:
+            note(said + n)
+        for f in part.resolution.findings:
+            if f.kind is Kind.ENGINE_PICK and f.status.blocking and part.chosen is not None:
+                note(f"{said}steering away: {f.reason}")
+    if not report.usable:
+        for part in report.families:
+            if part.chosen is None:
+                note(f"the {part.title} has no valid backend here")
+        for f in report.blocking():
+            note(f.reason)
+        note(f"{nothing}; run `fp4doctor check` for the full report")
+        sys.exit(EXIT_NOT_READY)
+    for f in report.ignored_deciding():
+        reason = f.reason.removesuffix(" (ignored)")
+        note(f"--ignore changes the outcome: without it, this fails: {reason} [{f.id}]")
+
+
+def using(report: Report) -> str:
+    """`vLLM 0.15.1: using cutlass`, each family's choice named when there are several."""
+    from fp4doctor.render import uses
+
+    return f"{report.engine_label}: using {uses(report)}"
