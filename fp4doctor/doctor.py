@@ -180,9 +180,14 @@ class Report:
         """What `env` and `config` may print: ready, or ready once their knobs are set."""
         return self.outcome is Outcome.READY or self.env_makes_ready
 
+    def family_ready(self, part: FamilyPart) -> bool:
+        """Whether one family can run here: its own choice and findings, and nothing of the
+        host's or the model's that blocks every family."""
+        return part.ready and not self._blocking_outside_families()
+
     def blocking_families(self) -> list[FamilyPart]:
         """The families with no valid backend to choose, or that block as set."""
-        return [p for p in self.families if not p.ready]
+        return [p for p in self.families if not self.family_ready(p)]
 
     def findings(self) -> list[Finding]:
         own = [f for p in self.families for f in p.findings()]

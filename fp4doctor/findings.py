@@ -28,6 +28,7 @@ class Kind(str, enum.Enum):
     HOST = "host"  # the host itself: GPUs seen, probe failures, unreadable metadata
     ENGINE = "engine"  # what the engine itself needs, whatever backend it runs
     REQUIREMENT = "requirement"  # one requirement of one backend
+    HARDWARE = "hardware"  # a backend's compute-capability requirement: nothing else fixes it
     KNOB = "knob"  # whether this engine release can select a backend
     ADVISORY = "advisory"  # a known bug of a backend in this release
     LIVE = "live"  # a live GEMM's result, or how it compares with the rules
@@ -41,7 +42,14 @@ class Kind(str, enum.Enum):
     def stands(self) -> bool:
         """Whether a failure of this kind stands whatever backend is chosen (a backend's own
         requirements, knob and advisories stand only when that backend is chosen)."""
-        return self not in (Kind.REQUIREMENT, Kind.KNOB, Kind.ADVISORY, Kind.CHOICE, Kind.REQUIRE)
+        return self not in (
+            Kind.REQUIREMENT,
+            Kind.HARDWARE,
+            Kind.KNOB,
+            Kind.ADVISORY,
+            Kind.CHOICE,
+            Kind.REQUIRE,
+        )
 
     @property
     def env_fixes(self) -> bool:

@@ -321,7 +321,7 @@ def document(report: Report) -> dict[str, Any]:
                 part.family: {
                     "title": part.title,
                     "era": str(part.evaluation.era.versions),
-                    "ready": part.ready,
+                    "ready": report.family_ready(part),
                     "chosen": part.chosen,
                     "backends": _backends_doc(part.evaluation, no_verdict),
                     "engine_auto": part.evaluation.engine_auto,

@@ -266,13 +266,15 @@ def _json_command(argv: Any) -> str | None:
 @pytest.fixture(autouse=True)
 def json_output_matches_its_schema(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Validates every JSON document a test has fp4doctor write with a command of
-    COMMAND_SCHEMAS: in process (`cli.write` with kind "json", under click's context: CliRunner
+    COMMAND_SCHEMAS: in process (`console.write` with kind "json", under click's context: CliRunner
     and direct calls) and from `subprocess.run` of an fp4doctor command line with `--json`,
     `--format json` or `--shell json`. A mismatch fails the test at teardown, not inside the
     command (where it would read as an exit code the test may expect)."""
+    import importlib
+
     import click
 
-    from fp4doctor import cli
+    from fp4doctor.cli import app, console
 
     found: list[str] = []
 
@@ -290,7 +292,7 @@ def json_output_matches_its_schema(monkeypatch: pytest.MonkeyPatch) -> Any:
             return
         found.extend(f"{where}: {e}" for e in schema_errors(document, kind))
 
-    write = cli.write
+    write = console.write
 
     def checked_write(text: str, *, kind: str = "text") -> None:
         ctx = click.get_current_context(silent=True)
@@ -311,7 +313,11 @@ def json_output_matches_its_schema(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     checked_write.__wrapped__ = write  # type: ignore[attr-defined]
     checked_run.__wrapped__ = run  # type: ignore[attr-defined]
-    monkeypatch.setattr(cli, "write", checked_write)
+    # Every command module, loaded now, writes through the checked `write` it imported.
+    commands = {importlib.import_module(module) for module, _ in app.COMMANDS.values()}
+    for module in (console, *commands):
+        if getattr(module, "write", None) is write:
+            monkeypatch.setattr(module, "write", checked_write)
     monkeypatch.setattr(subprocess, "run", checked_run)
     yield
     if found:

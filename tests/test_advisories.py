@@ -66,19 +66,19 @@ def test_a_known_wrong_output_fails_the_backend_and_the_engines_own_pick(tmp_pat
     # SM120 with FlashInfer 0.6.6: its CUTLASS FP4 GEMM leaves NaN tiles under load before 0.6.7
     # (flashinfer PR #2780), and vLLM 0.22 picks it by itself.
     report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.6")))
-    cutlass = report.evaluation.verdicts["flashinfer-cutlass"]
+    cutlass = report.families[0].evaluation.verdicts["flashinfer-cutlass"]
     assert not cutlass.valid
     bug = next(f for f in cutlass.findings if ".advisory." in f.id)
     assert bug.status.blocking and "wrong output" in bug.reason
     assert report.outcome is Outcome.NOT_READY
-    auto = next(f for f in report.resolution.findings if f.id == "resolve.engine_auto")
+    auto = next(f for f in report.families[0].resolution.findings if f.id == "resolve.engine_auto")
     assert auto.status.blocking
-    assert report.resolution.chosen not in (None, "flashinfer-cutlass")
+    assert report.families[0].resolution.chosen not in (None, "flashinfer-cutlass")
 
 
 def test_the_fixing_release_clears_it(tmp_path: Path) -> None:
     report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.7")))
-    findings = report.evaluation.verdicts["flashinfer-cutlass"].findings
+    findings = report.families[0].evaluation.verdicts["flashinfer-cutlass"].findings
     assert not [f for f in findings if "pdl-nan" in f.id]
 
 
@@ -104,10 +104,10 @@ def test_slow_only_warns(tmp_path: Path) -> None:
     )
     report = diagnose(Question(facts_file=path))
     slow = [
-        f for f in report.evaluation.verdicts["flashinfer-cudnn"].findings if ".advisory." in f.id
+        f for f in report.families[0].evaluation.verdicts["flashinfer-cudnn"].findings if ".advisory." in f.id
     ]
     assert slow and all(f.status.value == "warn" for f in slow)
-    assert report.evaluation.valid("flashinfer-cudnn")
+    assert report.families[0].evaluation.valid("flashinfer-cudnn")
 
 
 def test_each_entry_attaches_only_to_backends_of_its_family() -> None:
@@ -167,6 +167,6 @@ eras:
     )
     q = Question(target="demo", profiles=(str(user),), facts_file=str(HOSTS / "b200.json"))
     report = diagnose(q)
-    assert not report.evaluation.valid("fast")
-    assert report.resolution.chosen == "slow"
+    assert not report.families[0].evaluation.valid("fast")
+    assert report.families[0].resolution.chosen == "slow"
     assert report.outcome is Outcome.NOT_READY  # the engine left alone picks the crashing one

@@ -75,7 +75,7 @@ def test_exit_0_ready_on_b200() -> None:
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["ready"] is True and doc["exit_code"] == 0
-    assert doc["backends"]["flashinfer-cudnn"]["valid"] is True
+    assert doc["families"]["linear"]["backends"]["flashinfer-cudnn"]["valid"] is True
 
 
 def test_exit_1_not_ready_on_the_cpu_fixture() -> None:

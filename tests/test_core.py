@@ -193,15 +193,15 @@ def test_diagnose_returns_an_immutable_report_with_one_outcome() -> None:
     assert report.outcome is Outcome.READY and report.ready
     assert report.outcome.exit_code == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
-        report.evaluation.engine = None  # type: ignore[misc]
-    assert isinstance(report.evaluation.verdicts["cutlass"].findings, tuple)
+        report.engine = None  # type: ignore[misc]
+    assert isinstance(report.families[0].evaluation.verdicts["cutlass"].findings, tuple)
 
 
 def test_a_version_older_than_the_profile_covers_gets_no_verdict() -> None:
     report = diagnose(Question(facts_file=str(HOSTS / "b200.json"), engine_version="0.1"))
     assert report.outcome is Outcome.NO_VERDICT
     assert report.outcome.exit_code == 3
-    assert "older than any version this profile covers" in (report.evaluation.engine.note or "")
+    assert "older than any version this profile covers" in (report.engine.note or "")
 
 
 def test_a_version_newer_than_the_profile_knows_is_judged_and_said() -> None:
@@ -209,15 +209,15 @@ def test_a_version_newer_than_the_profile_knows_is_judged_and_said() -> None:
         Question(facts_file=str(HOSTS / "b200.json"), engine_version="0.99", family="linear")
     )
     assert report.outcome is Outcome.READY
-    assert "newer than this profile knows" in (report.evaluation.engine.note or "")
+    assert "newer than this profile knows" in (report.engine.note or "")
 
 
 def test_ignore_downgrades_once_and_validity_follows_it() -> None:
     path = str(HOSTS / "h200.json")
     before = diagnose(Question(facts_file=path, target="vllm"))
-    assert not before.evaluation.valid("cutlass")
+    assert not before.families[0].evaluation.valid("cutlass")
     after = diagnose(Question(facts_file=path, target="vllm", ignore=("backend.cutlass",)))
-    assert after.evaluation.valid("cutlass")
+    assert after.families[0].evaluation.valid("cutlass")
     ignored = [f for f in after.findings() if f.ignored]
     assert ignored and all(f.reason.count("(ignored)") == 1 for f in ignored)
 
@@ -252,8 +252,8 @@ def test_a_user_profile_for_its_own_engine_sees_its_installed_version(tmp_path: 
     report = diagnose(
         Question(target="my-engine", profiles=(str(user),), facts_file=str(facts_file))
     )
-    assert report.evaluation.engine.version == "2.1.0"
-    assert report.evaluation.engine.source == "installed"
+    assert report.engine.version == "2.1.0"
+    assert report.engine.source == "installed"
 
 
 # --- when no knob helps, and families -------------------------------------------------------------
@@ -263,10 +263,10 @@ def test_a_backend_the_engine_cannot_reach_is_not_valid_and_the_package_fix_is_g
     # A100 with vLLM 0.10.1.1 and FlashInfer installed: vLLM picks flashinfer-cutlass whenever
     # FlashInfer imports and has no knob for Marlin, which alone would run here.
     report = diagnose(Question(facts_file=str(HOSTS / "a100.json")))
-    assert not report.evaluation.valid("marlin")
-    knob = next(f for f in report.evaluation.verdicts["marlin"].findings if f.id.endswith(".knob"))
+    assert not report.families[0].evaluation.valid("marlin")
+    knob = next(f for f in report.families[0].evaluation.verdicts["marlin"].findings if f.id.endswith(".knob"))
     assert knob.fix is not None and "pip uninstall flashinfer-python" in knob.fix
-    choice = next(f for f in report.resolution.findings if f.id == "resolve.choice")
+    choice = next(f for f in report.families[0].resolution.findings if f.id == "resolve.choice")
     assert choice.status.blocking and choice.fix == knob.fix
     assert report.outcome is Outcome.NOT_READY
 
@@ -282,4 +282,4 @@ def test_prefer_names_a_family_and_tries_each_member(version: str, chosen: str) 
         prefer="cutlass",
     )
     report = diagnose(question)
-    assert report.resolution.chosen == chosen
+    assert report.families[0].resolution.chosen == chosen

@@ -184,7 +184,7 @@ def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
 
 
 def test_ctrl_c_exit_code_is_documented_apart_from_not_ready() -> None:
-    from fp4doctor import cli
+    from fp4doctor.cli import console as cli
 
     assert cli.EXIT_INTERRUPTED == 128 + signal.SIGINT
     assert cli.EXIT_INTERRUPTED not in (

@@ -202,7 +202,7 @@ def test_sglang_before_marlin_refuses_nvfp4_moe_on_hopper() -> None:
 def test_family_narrows_the_check() -> None:
     report = ask(target="vllm", facts_file=B200, family="moe")
     assert [p.family for p in report.families] == ["moe"]
-    assert report.evaluation.family == "moe"
+    assert report.families[0].evaluation.family == "moe"
     done = cli("check", "--facts", B200, "--family", "linear", "--json")
     doc = json.loads(done.stdout)
     assert list(doc["families"]) == ["linear"]
@@ -289,10 +289,12 @@ def test_check_reports_the_moe_variables_a_release_ignores(tmp_path: Path) -> No
 # --- the JSON report ------------------------------------------------------------------------
 
 
-def test_json_report_keeps_its_keys_and_adds_the_families() -> None:
+def test_json_report_holds_every_family_alike_and_none_at_the_top() -> None:
     doc = json.loads(cli("check", "--facts", B200, "--engine-version", "0.33.0", "--json").stdout)
-    assert {"backends", "engine_auto", "resolution"} <= set(doc)
-    assert doc["backends"] == doc["families"]["linear"]["backends"]
+    assert not {"backends", "engine_auto", "resolution"} & set(doc)
+    assert set(doc["families"]) == {"linear", "moe"}
+    for family in doc["families"].values():
+        assert {"backends", "engine_auto", "resolution", "ready", "chosen"} <= set(family)
     assert doc["families"]["moe"]["resolution"]["chosen"] == "flashinfer-cutedsl-moe"
     assert "flashinfer-trtllm-moe" in doc["families"]["moe"]["backends"]
 

@@ -165,9 +165,9 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
         "ready": report["ready"],
         "exit_code": report["exit_code"],
         "summary": report["summary"],
-        "backends": report["backends"],
-        "engine_auto": report["engine_auto"],
-        "resolution": report["resolution"],
+        "backends": report["families"]["linear"]["backends"],
+        "engine_auto": report["families"]["linear"]["engine_auto"],
+        "resolution": report["families"]["linear"]["resolution"],
         "findings": [
             (f["id"], f["status"], f["reason"] if not f["id"].startswith("smoke.") else None)
             for f in report["findings"]

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fp4doctor import cli, facts, render
+from fp4doctor import cli, facts, render, startup
+from fp4doctor.cli import console
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -85,7 +86,7 @@ def test_a_full_disk_is_exit_4_in_one_line(args: tuple[str, ...]) -> None:
         )
     err = p.stderr.decode()
     no_traceback(err)
-    assert p.returncode == cli.EXIT_WRITE_FAILED == 4, err
+    assert p.returncode == console.EXIT_WRITE_FAILED == 4, err
     assert err.splitlines()[-1] == (
         "fp4doctor: error: could not write the output: No space left on device"
     )
@@ -123,7 +124,7 @@ def test_a_closed_pipe_is_exit_4_not_1() -> None:
 
 
 def test_exit_code_4_is_documented_everywhere() -> None:
-    assert "4  could not write the output" in cli.EXIT_CODES_HELP
+    assert "4  could not write the output" in console.EXIT_CODES_HELP
     assert "4  could not write the output" in (cli.__doc__ or "")
     assert "| 4 | could not write the output" in (ROOT / "README.md").read_text()
     assert "| 4 | could not write the output" in PIPELINES.read_text()
@@ -283,7 +284,7 @@ def test_no_verdict_marks_every_backend_unknown_not_invalid(verbose: tuple[str, 
     assert choice.startswith("  - none: no verdict was reached")
     assert "NO VERDICT" in p.stdout and "NOT READY" not in p.stdout
     document = json.loads(CliRunner().invoke(cli.main, [*args, "--json"]).stdout)
-    assert {b["valid"] for b in document["backends"].values()} == {None}
+    assert {b["valid"] for b in document["families"]["linear"]["backends"].values()} == {None}
 
 
 @pytest.mark.parametrize(
@@ -632,7 +633,7 @@ def test_the_kubernetes_init_container_writes_the_config_or_stops(
 
 def test_signal_module_is_left_as_python_set_it() -> None:
     """Importing the command line (as the tests do) leaves Ctrl-C to Python afterwards."""
-    assert signal.getsignal(signal.SIGINT) is not cli._interrupted_while_loading
+    assert signal.getsignal(signal.SIGINT) is not startup._interrupted_while_loading
 
 
 # --- 14 (item 5 of the rest). no GPU: the CPU emulation GEMM only when asked ---------------------

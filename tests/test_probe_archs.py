@@ -578,7 +578,7 @@ def test_diagnose_refuses_the_backend_before_load(tmp_path: Path) -> None:
     facts_path.write_text(facts.dumps(host), encoding="utf-8")
     question = Question(target="archdemo", profiles=(str(prof_path),), facts_file=str(facts_path))
     report = diagnose(question)
-    assert not report.evaluation.valid("cutlass")
+    assert not report.families[0].evaluation.valid("cutlass")
     by_id = {f.id: f for f in report.findings()}
     failed = by_id["backend.cutlass.compiled_arch.gpu0"]
     assert failed.reason.startswith(

@@ -49,7 +49,9 @@ def test_each_shipped_schema_is_a_valid_2020_12_schema_with_its_id(name: str) ->
 
 
 def test_every_kind_has_a_schema_for_the_version_the_code_writes() -> None:
-    assert schemas.available() == sorted(schemas.file_name(k) for k in schemas.KINDS)
+    shipped = [schemas.file_name(k, v) for k in schemas.KINDS for v in schemas.VERSIONS[k]]
+    assert schemas.available() == sorted(shipped)
+    assert render.REPORT_SCHEMA_VERSION == schemas.VERSIONS["report"][-1]
     assert schemas.load("facts", facts.SCHEMA_VERSION)["properties"]["schema_version"] == {
         "const": facts.SCHEMA_VERSION
     }
@@ -266,8 +268,8 @@ def test_the_report_of_every_fixture_host_matches_the_schema() -> None:
 def test_no_verdict_judges_no_backend() -> None:
     document = _reports()["nvml-mismatch"]
     assert document["outcome"] == "no verdict"
-    assert {b["valid"] for b in document["backends"].values()} == {None}
-    assert {b["problem"] for b in document["backends"].values()} == {render.NO_VERDICT_TEXT}
+    assert {b["valid"] for b in document["families"]["linear"]["backends"].values()} == {None}
+    assert {b["problem"] for b in document["families"]["linear"]["backends"].values()} == {render.NO_VERDICT_TEXT}
     for family in document.get("families", {}).values():
         assert {b["valid"] for b in family["backends"].values()} == {None}
 
@@ -281,7 +283,7 @@ def test_the_report_schema_ties_outcome_exit_code_and_ready() -> None:
     finding = {**document["findings"][0], "status": "ok"}
     assert schema_errors({**document, "findings": [finding]})
     assert schema_errors({**document, "new_key": 1})
-    backends = {k: {**b, "valid": None} for k, b in document["backends"].items()}
+    backends = {k: {**b, "valid": None} for k, b in document["families"]["linear"]["backends"].items()}
     assert schema_errors({**document, "backends": backends}), "null only under no verdict"
     families = {
         name: {
@@ -318,11 +320,11 @@ def test_the_hook_refuses_a_document_that_does_not_match(
     pytester.makepyfile(
         test_bad="""
         import click
-        from fp4doctor import cli
+        from fp4doctor.cli import console
 
         def _in(command, text):
             with click.Context(click.Command(command), info_name=command):
-                cli.write(text, kind="json")
+                console.write(text, kind="json")
 
         def test_writes_a_bad_report():
             _in("check", '{"schema_version": 1, "findings": [], "outcome": "maybe"}')
@@ -342,13 +344,13 @@ def test_the_hook_refuses_a_document_that_does_not_match(
         """
     )
     # This test's own hook must not see the inner run's bad document: the inner hook does.
-    from fp4doctor import cli
+    from fp4doctor.cli import console
 
-    monkeypatch.setattr(cli, "write", cli.write.__wrapped__)  # type: ignore[attr-defined]
+    monkeypatch.setattr(console, "write", console.write.__wrapped__)  # type: ignore[attr-defined]
     monkeypatch.setattr(subprocess, "run", subprocess.run.__wrapped__)  # type: ignore[attr-defined]
     result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:xdist")
     result.assert_outcomes(passed=4, errors=2)
-    result.stdout.fnmatch_lines(["*does not match its schema*", "*report-v2 at $*"])
+    result.stdout.fnmatch_lines(["*does not match its schema*", "*report-v1 at $*"])
     result.stdout.fnmatch_lines(["*fp4doctor probe --json: facts-v1 at $: 'fp4doctor_version'*"])
 
 

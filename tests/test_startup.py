@@ -53,9 +53,9 @@ def test_only_commands_that_probe_this_host_start_nvml_early(
 
 def test_the_probing_commands_are_commands_of_the_command_line() -> None:
     """startup.py names them before click loads (it cannot ask click): they must not drift."""
-    from fp4doctor.cli import main
+    from fp4doctor.cli.app import COMMANDS
 
-    assert startup.PROBING - set(main.commands) == set()
+    assert startup.PROBING - set(COMMANDS) == set()
 
 
 def test_nothing_starts_for_a_command_that_does_not_probe() -> None:

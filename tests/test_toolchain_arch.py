@@ -133,6 +133,6 @@ eras:
     )
     q = Question(target="demo", profiles=(str(profile_file),), facts_file=str(host_file))
     report = diagnose(q)
-    failed = [f for f in report.evaluation.host if f.id.startswith("engine.") and f.status.blocking]
+    failed = [f for f in report.host if f.id.startswith("engine.") and f.status.blocking]
     assert failed and "TRITON_PTXAS_PATH" in (failed[0].fix or "")
     assert report.outcome is Outcome.NOT_READY

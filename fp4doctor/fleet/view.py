@@ -155,7 +155,7 @@ def failed(name: str, error: str, host: dict[str, Any] | None = None) -> NodeVie
 
 
 def _families(report: Report) -> dict[str, Family]:
-    """The verdict per FP4 GEMM family (linear, moe), as the report defines it (`part.ready`);
+    """The verdict per FP4 GEMM family (linear, moe), as the report defines it (`family_ready`);
     the reason is the family's own first blocking finding, else the report's."""
     from fp4doctor.doctor import Outcome
 
@@ -166,7 +166,7 @@ def _families(report: Report) -> dict[str, Family]:
         return {p.family: Family(outcome.value, None, first) for p in report.families}
     out: dict[str, Family] = {}
     for p in report.families:
-        if p.ready:
+        if report.family_ready(p):
             out[p.family] = Family("ready", p.chosen)
             continue
         own = [f for f in blocking if f.family == p.family]

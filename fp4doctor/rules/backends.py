@@ -10,6 +10,7 @@ from fp4doctor.facts import Gpu
 from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.kinds import Check, Context
 from fp4doctor.profile.kinds.all_of import AllOf
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.model import Advisory, AutoStep, Backend, Era, Profile, Requirement
@@ -37,7 +38,7 @@ class Verdict:
                 blocking.setdefault((f.kind, f.rule, f.advisory), f)
         return sorted(
             blocking.values(),
-            key=lambda f: (f.rule != "compute_capability", f.kind is not Kind.KNOB),
+            key=lambda f: (f.kind is not Kind.HARDWARE, f.kind is not Kind.KNOB),
         )
 
     def first_problem(self) -> Finding | None:
@@ -93,7 +94,9 @@ def requirement_findings(
                     backend=backend,
                     source=req.source,
                     details={"measured": result.measured, "required": result.required},
-                    kind=kind,
+                    kind=Kind.HARDWARE
+                    if kind is Kind.REQUIREMENT and isinstance(req.kind, ComputeCapability)
+                    else kind,
                     rule=req.id,
                 )
             )

@@ -2,7 +2,8 @@
 package so that a pipeline can validate what it reads with the schema of the version it got.
 
     facts-v1        `fp4doctor probe --json`, read back by `--facts FILE` (facts.SCHEMA_VERSION)
-    report-v2       `fp4doctor check --json` (render.REPORT_SCHEMA_VERSION)
+    report-v2       `fp4doctor check --json` (render.REPORT_SCHEMA_VERSION); report-v1 its
+                    earlier form (a document names its version)
     advisories-v1   `fp4doctor advisories --json` (a bare array: no schema_version in it)
     env-v1          `fp4doctor env --shell json` (no schema_version in it)
 
@@ -21,6 +22,9 @@ from typing import Any
 
 FACTS, REPORT, ADVISORIES, ENV = "facts", "report", "advisories", "env"
 KINDS = (FACTS, REPORT, ADVISORIES, ENV)
+#: The versions of each kind shipped: the one the code writes last, the earlier ones kept so
+#: that a document written by an older fp4doctor still validates with its own.
+VERSIONS = {FACTS: (1,), REPORT: (1, 2), ADVISORIES: (1,), ENV: (1,)}
 URN_PREFIX = "urn:fp4doctor:schema:"  # `$id` of each file: urn:fp4doctor:schema:report-v1
 
 
