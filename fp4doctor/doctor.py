@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
+from fp4doctor.deployment import Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
 from fp4doctor.profile.model import FAMILIES, FAMILY_TITLES, Profile
@@ -74,12 +75,37 @@ class Question:
     allow_jit: bool = False
     family: str | None = None  # one FP4 GEMM family ("linear", "moe"); None: every one
     model: str | None = None  # a checkpoint (directory or cached ORG/NAME): judge its GEMMs
-    tp: int = 1  # tensor-parallel size the model is served at
-    ep: int = 1  # expert-parallel size (MoE)
+    tp: int | None = None  # tensor-parallel size the model is served at (None: not said, 1)
+    ep: int | None = None  # expert-parallel size (MoE; None: not said, 1)
     hub: bool = False  # read the model's configs and headers from the Hub when not cached
+    # What the deployment runs, for known bugs' triggers (None: not said).
+    concurrency: int | None = None
+    autotune: bool | None = None
+    cuda_graphs: bool | None = None
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
+
+    @property
+    def tp_size(self) -> int:
+        return self.tp or 1
+
+    @property
+    def ep_size(self) -> int:
+        return self.ep or 1
+
+    def deployment(self, ckpt: Checkpoint | None) -> Deployment:
+        """What the question (and the model, when given) says the deployment runs."""
+        experts = ckpt.experts() if ckpt is not None else None
+        return Deployment(
+            tp=self.tp,
+            ep=self.ep,
+            concurrency=self.concurrency,
+            autotune=self.autotune,
+            cuda_graphs=self.cuda_graphs,
+            architectures=ckpt.architectures() if ckpt is not None else None,
+            experts=experts,
+        )
 
 
 @dataclass(frozen=True)
@@ -277,8 +303,16 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
         families = [f for f in families if f in ckpt.families()] or families
+    deployment = question.deployment(ckpt)
     statics = [
-        evaluate(prof, host, override_version=question.engine_version, ignore=ignore, family=f)
+        evaluate(
+            prof,
+            host,
+            override_version=question.engine_version,
+            ignore=ignore,
+            family=f,
+            deployment=deployment,
+        )
         for f in families
     ]
     results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
@@ -294,6 +328,7 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
                 live_results=own,
                 ignore=ignore,
                 family=family,
+                deployment=deployment,
             )
             if own
             else static
@@ -319,9 +354,10 @@ def _checkpoint(question: Question) -> Checkpoint | None:
     """The --model checkpoint, read (configs and safetensors headers only), or None."""
     if question.model is None:
         return None
-    if question.tp < 1 or question.ep < 1 or question.tp % question.ep:
+    tp, ep = question.tp_size, question.ep_size
+    if tp < 1 or ep < 1 or tp % ep:
         raise QuestionError(
-            f"--tp {question.tp} --ep {question.ep}: both must be positive and EP must divide TP "
+            f"--tp {tp} --ep {ep}: both must be positive and EP must divide TP "
             "(the experts are split over EP ranks, each expert over TP/EP)"
         )
     from fp4doctor import checkpoint
@@ -338,7 +374,7 @@ def _smoke_env(ckpt: Checkpoint | None, question: Question) -> dict[str, str] | 
         return None
     from fp4doctor.checkpoint import smoke as model_smoke
 
-    nk = [(g.n, g.k) for g in ckpt.gemms(question.tp, question.ep)
+    nk = [(g.n, g.k) for g in ckpt.gemms(question.tp_size, question.ep_size)
           if g.layer.fp4 and g.layer.family == "linear" and g.problem is None]  # fmt: skip
     shapes = model_smoke.model_shapes(nk)
     return {**os.environ, model_smoke.SHAPES_ENV: model_smoke.encode(shapes)} if shapes else None
@@ -354,7 +390,9 @@ def _judge_model(
         rules = constraints.load()
     except profile.ProfileError as exc:
         raise QuestionError(str(exc)) from None
-    verdict = judge.judge(ckpt, prof, evaluation.engine.version, rules, question.tp, question.ep)
+    verdict = judge.judge(
+        ckpt, prof, evaluation.engine.version, rules, question.tp_size, question.ep_size
+    )
     return verdict.with_ignores(question.ignore_ids())
 
 

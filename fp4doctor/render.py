@@ -269,9 +269,11 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
                 if f is not problem and (f.status is Status.WARN or f.kind is Kind.LIVE)
             ]
         )
+        said: set[str] = set()  # a warning on every GPU is said once
         for f in details:
-            if f is problem and not verbose:
+            if (f is problem or f.reason in said) and not verbose:
                 continue
+            said.add(f.reason)
             out.finding(f, indent=6 + width)
 
 

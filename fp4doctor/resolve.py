@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fp4doctor.findings import Finding, Kind, Status
+from fp4doctor.findings import Finding, Kind, Status, Symptom
 from fp4doctor.profile.model import (
     FAMILIES,
     FAMILY_LINEAR,
@@ -196,9 +196,14 @@ def resolve(
         if prefer:  # with --require alone, its own finding says why
             notes.append(f"{member} is not usable here: {why_not(member)}")
     if chosen is None:
-        chosen = next(
-            (b for b in [*auto_order, *profile.backends] if b in allowed and usable(b)), None
-        )
+        candidates = [b for b in dict.fromkeys([*auto_order, *profile.backends]) if b in allowed]
+        valid = [b for b in candidates if usable(b)]
+        # Established failures are already out; among the rest, a backend with no known risk
+        # (a bug whose trigger is not established, or one that is slow here) comes first.
+        clean = [b for b in valid if not evaluation.verdicts[b].risks()]
+        chosen = clean[0] if clean else (valid[0] if valid else None)
+        for b in valid[: valid.index(chosen)] if chosen in valid else []:
+            notes.append(f"passing over {b}: {_risk_text(evaluation.verdicts[b].risks()[0])}")
         if chosen is not None and preferred is not None:
             notes.append(f"falling back to {chosen}, the best backend that is valid here")
     elif chosen != preferred:
@@ -209,7 +214,10 @@ def resolve(
     if auto is not None and not evaluation.valid(auto):
         # A known crash or wrong output on the backend the engine will pick as configured is
         # not a detour `env` takes care of: the host as it stands is not ready.
-        broken = evaluation.env_selection is None and _known_bug(evaluation, auto)
+        # With --require or --prefer naming the backend chosen, the user passes its knob: the
+        # engine's own pick is then not what runs (judged as set with that knob).
+        named = chosen is not None and chosen in preferred_family
+        broken = evaluation.env_selection is None and _known_bug(evaluation, auto) and not named
         findings.append(
             Finding(
                 finding_id(fam, "engine_auto"),
@@ -292,6 +300,14 @@ def resolve(
     # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
     pin = preferred is not None or chosen != auto
     return _knobs(evaluation, chosen, pin, notes, findings)
+
+
+def _risk_text(risk: Finding) -> str:
+    """Why a backend that runs here is passed over, in a few words."""
+    if risk.symptom is Symptom.SLOW and risk.established:
+        return f"known to be slow here (advisory {risk.advisory})"
+    what = risk.symptom.value if risk.symptom else "a problem"
+    return f"a known {what} (advisory {risk.advisory}) if {risk.trigger}, not ruled out here"
 
 
 def _only_unreachable(evaluation: Evaluation, backend: str) -> Finding | None:

@@ -50,6 +50,18 @@ class Checkpoint:
             return str(archs[0])
         return str(self.config.get("model_type", "unknown"))
 
+    def architectures(self) -> tuple[str, ...]:
+        """Every architecture config.json names, else its model_type."""
+        archs = self.config.get("architectures")
+        if isinstance(archs, list) and archs:
+            return tuple(str(a) for a in archs)
+        return (str(self.config.get("model_type", "unknown")),)
+
+    def experts(self) -> int | None:
+        """The routed experts of the MoE layers, or None for a dense model."""
+        counts = [layer.experts for layer in self.layers if layer.experts]
+        return max(counts) if counts else None
+
     def families(self) -> list[str]:
         """The FP4 GEMM families (linear, moe) the model's NVFP4 layers use."""
         return sorted({layer.family for layer in self.layers if layer.fp4})

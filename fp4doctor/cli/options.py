@@ -69,16 +69,37 @@ QUESTION_OPTIONS = (
     click.option(
         "--tp",
         type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Tensor-parallel size the model is served at (with --model).",
+        default=None,
+        help="Tensor-parallel size the model is served at (default 1; with --model, each "
+        "rank's GEMMs; also settles known bugs that need a TP size).",
     ),
     click.option(
         "--ep",
         type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Expert-parallel size (with --model; must divide --tp).",
+        default=None,
+        help="Expert-parallel size (default 1; must divide --tp; settles known bugs that need "
+        "an EP size).",
+    ),
+    click.option(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Requests the deployment serves at once (1: one stream); settles known bugs that "
+        "strike only under concurrent load.",
+    ),
+    click.option(
+        "--autotune",
+        type=click.Choice(["on", "off"]),
+        default=None,
+        help="Whether the engine runs FlashInfer's autotuner; settles known bugs of the tuned "
+        "tactics.",
+    ),
+    click.option(
+        "--cuda-graphs",
+        type=click.Choice(["on", "off"]),
+        default=None,
+        help="Whether the engine captures CUDA graphs; settles known bugs of graph capture.",
     ),
     click.option(
         "--hub",
@@ -88,7 +109,8 @@ QUESTION_OPTIONS = (
     ),
 )
 _QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignore", "prefer",
-                    "require", "family", "model", "tp", "ep", "hub")  # fmt: skip
+                    "require", "family", "model", "tp", "ep", "hub", "concurrency")  # fmt: skip
+_SWITCHES = ("autotune", "cuda_graphs")  # on|off -> True/False, None when not given
 
 
 def question_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -98,7 +120,10 @@ def question_options(command: Callable[..., None]) -> Callable[..., None]:
     def wrapper(**options: Any) -> None:
         from fp4doctor.doctor import Question  # here, not at decoration: `probe` never needs it
 
-        asked = Question(**{k: options.pop(k) for k in _QUESTION_FIELDS})
+        fields: dict[str, Any] = {k: options.pop(k) for k in _QUESTION_FIELDS}
+        for k in _SWITCHES:
+            fields[k] = None if (v := options.pop(k)) is None else v == "on"
+        asked = Question(**fields)
         command(asked, **options)
 
     for option in reversed(QUESTION_OPTIONS):

@@ -9,14 +9,15 @@ other rule. Each entry judges the backends of its own family (dense linear or Mo
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.profile import triggers
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.package import Package
-from fp4doctor.profile.model import EFFECTS, Advisory, Profile, Requirement
+from fp4doctor.profile.model import SYMPTOMS, Advisory, Profile, Requirement
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 
 SCHEMA = 1
@@ -33,6 +34,7 @@ _KEYS = (
     "backends",
     "targets",
     "when",
+    "trigger",
     "shapes",
     "reason",
     "fixed_in",
@@ -59,6 +61,7 @@ class KnownIssue:
     cuda_runtime: SpecifierSet | None = None  # torch's CUDA build, where only some are affected
     targets: tuple[str, ...] = ()  # empty: every target that has one of the backends
     when: tuple[tuple[str, SpecifierSet], ...] = ()
+    trigger: triggers.Trigger = field(default_factory=triggers.Trigger)  # --ep, --model, ...
     shapes: str | None = None
     fixed_in: str | None = None
     workaround: str | None = None
@@ -95,6 +98,7 @@ class KnownIssue:
             effect=self.effect,
             shapes=self.shapes,
             fixed_in=self.fixed_in,
+            trigger=self.trigger,
         )
 
 
@@ -136,7 +140,7 @@ def _issue(node: Node) -> KnownIssue:
     return KnownIssue(
         id=ident,
         family=required(f, "family", node).choice(FAMILIES),
-        effect=required(f, "effect", node).choice(EFFECTS[:3]),
+        effect=required(f, "effect", node).choice(SYMPTOMS),
         package=required(f, "package", node).text(),
         versions=required(f, "versions", node).specifier(),
         backends=required(f, "backends", node).texts(),
@@ -146,6 +150,7 @@ def _issue(node: Node) -> KnownIssue:
         cuda_runtime=optional(f, "cuda_runtime", Node.specifier),
         targets=optional(f, "targets", Node.texts) or (),
         when=when,
+        trigger=optional(f, "trigger", triggers.parse) or triggers.Trigger(),
         shapes=optional(f, "shapes", _text_or_null),
         fixed_in=optional(f, "fixed_in", _text_or_null),
         workaround=optional(f, "workaround", _text_or_null),

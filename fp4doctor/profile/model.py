@@ -14,6 +14,7 @@ from packaging.specifiers import SpecifierSet
 
 from fp4doctor.facts import Gpu
 from fp4doctor.profile.kinds.base import Check, Context, Kind
+from fp4doctor.profile.triggers import Trigger
 from fp4doctor.versions import contains, spec_text
 
 _VERSION_REF = re.compile(r"\{version:([A-Za-z0-9_.-]+)\}")
@@ -89,12 +90,15 @@ class Requirement:
         return names
 
 
-# What a known problem does: the first two make the backend unusable, `slow` only warns.
+# What a known problem does: a crash, a wrong output or a hang makes the backend unusable (once
+# its trigger is established), `slow` only warns. The first four are `findings.Symptom`s.
 EFFECT_CRASH = "crash"
 EFFECT_WRONG_OUTPUT = "wrong-output"
+EFFECT_HANG = "hang"
 EFFECT_SLOW = "slow"
 EFFECT_WARN = "warn"  # a profile's own advisory that states no effect
-EFFECTS = (EFFECT_CRASH, EFFECT_WRONG_OUTPUT, EFFECT_SLOW, EFFECT_WARN)
+SYMPTOMS = (EFFECT_CRASH, EFFECT_WRONG_OUTPUT, EFFECT_HANG, EFFECT_SLOW)
+EFFECTS = (*SYMPTOMS, EFFECT_WARN)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ class Advisory:
     effect: str = EFFECT_WARN
     shapes: str | None = None  # when it depends on shapes or dtypes, in words
     fixed_in: str | None = None  # the first release of the bad package with the fix
+    trigger: Trigger = field(default_factory=Trigger)  # none: it strikes on any run
 
     @property
     def per_gpu(self) -> bool:
@@ -117,7 +122,7 @@ class Advisory:
 
     @property
     def blocking(self) -> bool:
-        return self.effect in (EFFECT_CRASH, EFFECT_WRONG_OUTPUT)
+        return self.effect in (EFFECT_CRASH, EFFECT_WRONG_OUTPUT, EFFECT_HANG)
 
 
 # The FP4 GEMM families an engine runs: the dense linear layers and the fused MoE experts. Each

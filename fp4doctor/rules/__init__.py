@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from fp4doctor import facts as F
+from fp4doctor.deployment import Deployment
 from fp4doctor.findings import Finding, Kind, apply_ignores
 from fp4doctor.profile.kinds import Context
 from fp4doctor.profile.model import FAMILY_LINEAR, Era, Profile
@@ -155,6 +156,7 @@ def evaluate(
     live_results: Sequence[SmokeResult] = (),
     ignore: Iterable[str] = (),
     family: str = FAMILY_LINEAR,
+    deployment: Deployment | None = None,
 ) -> Evaluation:
     """Judge every backend of one FP4 GEMM family of `profile` on `host` (with the live results,
     when any ran), and lint the environment's variables of that family. `ignore` downgrades the
@@ -171,6 +173,7 @@ def evaluate(
         versions=versions,
         env=dict(host.env if env is None else env),
         engine=(package, engine.version),
+        deployment=deployment or Deployment(),
     )
     label = f"{profile.title} {engine.version}"
     patterns = tuple(ignore)

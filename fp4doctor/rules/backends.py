@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.facts import Gpu
-from fp4doctor.findings import Finding, Kind, Status
+from fp4doctor.findings import Finding, Kind, Status, Symptom
 from fp4doctor.profile.kinds import Check, Context
 from fp4doctor.profile.kinds.all_of import AllOf
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.model import Advisory, AutoStep, Backend, Era, Profile, Requirement
+from fp4doctor.profile.triggers import Settled
 from fp4doctor.versions import spec_text
 
 
@@ -41,6 +42,17 @@ class Verdict:
             key=lambda f: (f.kind is not Kind.HARDWARE, f.kind is not Kind.KNOB),
         )
 
+    def risks(self) -> list[Finding]:
+        """Known bugs that may strike (a trigger not established) or that make it slow here:
+        the backend runs, and a clean one is chosen before it."""
+        return [
+            f
+            for f in self.findings
+            if f.kind is Kind.ADVISORY
+            and f.status is Status.WARN
+            and (not f.established or f.symptom is Symptom.SLOW)
+        ]
+
     def first_problem(self) -> Finding | None:
         problems = self.problems()
         return problems[0] if problems else None
@@ -57,6 +69,15 @@ def holds(req: Requirement, ctx: Context) -> Check:
 
 def conditions_hold(conditions: tuple[Requirement, ...], ctx: Context) -> bool:
     return all(holds(c, ctx).ok for c in conditions if c.applies(ctx))
+
+
+SYMPTOM_VALUES = {s.value for s in Symptom}
+_SYMPTOM_WORDS = {
+    "crash": "crash",
+    "wrong-output": "wrong output",
+    "hang": "hang",
+    "slow": "slowness",
+}
 
 
 def evaluate_backend(
@@ -165,18 +186,42 @@ def _reason(result: Check, why: str | None) -> str:
     return f"{text}: {why}" if why else text
 
 
-_EFFECT_WORDS = {"crash": "crashes", "wrong-output": "gives wrong output", "slow": "is slow"}
+_EFFECT_WORDS = {
+    "crash": "crashes",
+    "wrong-output": "gives wrong output",
+    "hang": "hangs",
+    "slow": "is slow",
+}
 
 
 def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Finding]:
-    """A finding per GPU (or one for the host) where every condition of the advisory holds."""
+    """A finding per GPU (or one for the host) where every condition of the advisory holds.
+
+    Its trigger (the deployment's conditions) decides what the finding says: established, it
+    fails as the effect says (a crash, wrong output or hang); ruled out, it passes, saying why;
+    not known, it warns, naming the condition and how to settle it."""
     gpus: list[Gpu | None] = list(ctx.gpus) if advisory.per_gpu and ctx.gpus else [None]
     active = [c for c in advisory.conditions if c.applies(ctx)]
-    status = Status.FAIL if advisory.blocking else Status.WARN
     words = _EFFECT_WORDS.get(advisory.effect)
-    reason = (
-        f"known bug: {backend.name} {words} here: {advisory.reason}" if words else advisory.reason
-    )
+    bug = f"known bug: {backend.name} {words} here: {advisory.reason}" if words else advisory.reason
+    trigger = advisory.trigger
+    settled, known = trigger.judge(ctx.deployment)
+    when = trigger.describe() or None
+    status, fix, reason = Status.FAIL if advisory.blocking else Status.WARN, advisory.fix, bug
+    if settled is Settled.RULED_OUT:
+        status, fix = Status.PASS, None
+        reason = f"known bug {advisory.id} does not strike here ({known}): it needs {when}"
+    elif settled is Settled.UNKNOWN:
+        settle = trigger.settle()
+        status = Status.WARN
+        what = _SYMPTOM_WORDS.get(advisory.effect, "problem")
+        reason = (
+            f"possible {what} with {when}, not established here ({known}); "
+            f"`fp4doctor advisories` describes {advisory.id}"
+        )
+        fix = "; ".join(
+            p for p in (f"settle it with {settle}" if settle else None, advisory.fix) if p
+        )
     out = []
     for gpu in gpus:
         if active and all(c.check(ctx, gpu).ok for c in active):
@@ -189,13 +234,16 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
                     + (f".gpu{gpu.index}" if gpu else ""),
                     status=status,
                     reason=reason,
-                    fix=advisory.fix,
+                    fix=fix or None,
                     gpu=gpu.index if gpu else None,
                     backend=backend.name,
                     source=advisory.source,
                     details=details,
                     kind=Kind.ADVISORY,
                     advisory=advisory.id,
+                    trigger=when,
+                    established=settled is Settled.HOLDS,
+                    symptom=Symptom(advisory.effect) if advisory.effect in SYMPTOM_VALUES else None,
                 )
             )
     return out

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.deployment import Deployment
 from fp4doctor.facts import Gpu, HostFacts, canonical_name
 from fp4doctor.versions import contains, spec_text
 
@@ -40,6 +41,8 @@ class Context:
     env: Mapping[str, str]
     # The engine version being judged (it may not be installed): `when` conditions use it.
     engine: tuple[str, str] | None = None
+    # What the user will run (--ep, --model, ...): known bugs' triggers are judged against it.
+    deployment: Deployment = field(default_factory=Deployment)
 
     @property
     def gpus(self) -> list[Gpu]:
