@@ -25,7 +25,7 @@ from fp4doctor import facts, profile
 from fp4doctor.deployment import Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
-from fp4doctor.profile.model import FAMILIES, FAMILY_TITLES, Profile
+from fp4doctor.profile.model import FAMILIES, FAMILIES_EVERY, FAMILY_TITLES, Profile
 from fp4doctor.resolve import Resolution, meant_for, resolve
 from fp4doctor.rules import EngineVersion, Evaluation, evaluate, live
 from fp4doctor.versions import is_version
@@ -116,6 +116,9 @@ class FamilyPart:
     family: str
     evaluation: Evaluation
     resolution: Resolution
+    # Whether the deployment is known to run this family: --family or --model names it, or the
+    # engine runs every family a model has. A family not asked counts only when no family is.
+    asked: bool = True
 
     @property
     def title(self) -> str:
@@ -177,10 +180,23 @@ class Report:
         return next((p for p in self.families if p.family == family), None)
 
     @property
+    def counted(self) -> tuple[FamilyPart, ...]:
+        """The families the verdict covers: those asked; when none is (a library used directly,
+        neither --family nor --model given), those ready here, else all of them."""
+        asked = tuple(p for p in self.families if p.asked)
+        if asked:
+            return asked
+        return tuple(p for p in self.families if p.ready) or self.families
+
+    def not_counted(self) -> tuple[FamilyPart, ...]:
+        """The families left out of the verdict (not asked, and not ready here): a warning."""
+        return tuple(p for p in self.families if p not in self.counted)
+
+    @property
     def outcome(self) -> Outcome:
         if any(p.evaluation.no_verdict for p in self.families):
             return Outcome.NO_VERDICT
-        if all(p.ready for p in self.families) and not self._blocking_outside_families():
+        if all(p.ready for p in self.counted) and not self._blocking_outside_families():
             return Outcome.READY
         return Outcome.NOT_READY
 
@@ -190,8 +206,8 @@ class Report:
 
     @property
     def choices_valid(self) -> bool:
-        """Every family asked has a valid backend to choose."""
-        return all(p.chosen is not None for p in self.families)
+        """Every family counted has a valid backend to choose."""
+        return all(p.chosen is not None for p in self.counted)
 
     @property
     def env_makes_ready(self) -> bool:
@@ -212,8 +228,8 @@ class Report:
         return part.ready and not self._blocking_outside_families()
 
     def blocking_families(self) -> list[FamilyPart]:
-        """The families with no valid backend to choose, or that block as set."""
-        return [p for p in self.families if not self.family_ready(p)]
+        """The families counted with no valid backend to choose, or that block as set."""
+        return [p for p in self.counted if not self.family_ready(p)]
 
     def findings(self) -> list[Finding]:
         own = [f for p in self.families for f in p.findings()]
@@ -255,7 +271,7 @@ class Report:
         """Findings about the host, what the engine itself needs, the model, and each family's
         variables as set, CPU live run and engine's own pick."""
         model = list(self.model.findings if self.model else ())
-        found = [*self.host, *model, *(f for p in self.families for f in p.standing())]
+        found = [*self.host, *model, *(f for p in self.counted for f in p.standing())]
         return [f for f in found if f.kind.stands]
 
 
@@ -345,7 +361,8 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
             resolution = resolve(evaluation, prefer=prefer, require=require)
         except ValueError as exc:
             raise QuestionError(str(exc)) from None
-        parts.append(FamilyPart(family, evaluation, resolution))
+        asked = bool(question.family or ckpt) or prof.engine.families == FAMILIES_EVERY
+        parts.append(FamilyPart(family, evaluation, resolution, asked))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
 

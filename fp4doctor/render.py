@@ -95,7 +95,11 @@ def headline(report: Report) -> str:
     if outcome is Outcome.NO_VERDICT:
         return "NO VERDICT"
     if outcome is Outcome.READY:
-        return "READY: use " + uses(report)
+        left = "".join(
+            f"; no valid backend for the {p.title} (counted with --family {p.family} or --model)"
+            for p in report.not_counted()
+        )
+        return "READY: use " + uses(report) + left
     if report.env_makes_ready:
         return f'NOT READY as set (eval "$(fp4doctor env)" switches to {uses(report)})'
     blocked = [p for p in report.blocking_families() if p.chosen is None]
@@ -105,11 +109,12 @@ def headline(report: Report) -> str:
 
 
 def uses(report: Report) -> str:
-    """`cutlass`, or `cutlass for the dense linear FP4 GEMM, marlin for the fused-MoE ...`."""
-    parts = report.families
-    if len(parts) == 1:
-        return str(parts[0].resolution.chosen)
-    return ", ".join(f"{p.resolution.chosen} for the {p.title}" for p in parts)
+    """`cutlass`, or `cutlass for the dense linear FP4 GEMM, marlin for the fused-MoE ...`: each
+    family with a valid choice."""
+    parts = [p for p in report.families if p.chosen is not None]
+    if len(parts) == 1 and len(report.families) == 1:
+        return str(parts[0].chosen)
+    return ", ".join(f"{p.chosen} for the {p.title}" for p in parts) or "nothing"
 
 
 def human(report: Report, *, verbose: bool, style: Style) -> str:

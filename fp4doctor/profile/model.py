@@ -247,6 +247,11 @@ class Era:
         return {k.name for k in self.env_knobs()} | set(self.reads)
 
 
+FAMILIES_EVERY = "every"
+FAMILIES_ASKED = "asked"
+FAMILIES_RUN = (FAMILIES_EVERY, FAMILIES_ASKED)
+
+
 @dataclass(frozen=True)
 class Engine:
     """The engine a profile judges: the package whose version picks the era, and what it needs."""
@@ -255,6 +260,10 @@ class Engine:
     newest_known: str
     args_variable: str | None = None
     config_format: str = "dotenv"  # "vllm-yaml" | "trtllm-yaml" | "dotenv"
+    # Which families a deployment runs when neither --family nor --model says: FAMILIES_EVERY
+    # (an engine runs whatever the model has: every family must be ready), FAMILIES_ASKED (a
+    # library used directly: each family is its own entry point, counted only when asked).
+    families: str = "every"
     # What the engine itself needs to start, whatever backend it uses (a failure here stops
     # every backend: the host is not ready).
     requires: tuple[Requirement, ...] = ()

@@ -23,6 +23,8 @@ from fp4doctor.profile.model import (
     EFFECT_WARN,
     EFFECTS,
     FAMILIES,
+    FAMILIES_EVERY,
+    FAMILIES_RUN,
     FAMILY_LINEAR,
     KNOB_KINDS,
     Advisory,
@@ -434,7 +436,7 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
 
     engine_node = required(fields, "engine", root)
     ef = engine_node.mapping(
-        ("package", "newest_known", "args_variable", "config_format", "requires")
+        ("package", "newest_known", "args_variable", "config_format", "families", "requires")
     )
     args_variable = optional(ef, "args_variable", Node.text)
     if args_variable is not None and not VAR_RE.match(args_variable):
@@ -444,6 +446,7 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         newest_known=required(ef, "newest_known", engine_node).version(),
         args_variable=args_variable,
         config_format=optional(ef, "config_format", lambda n: n.choice(CONFIG_FORMATS)) or "dotenv",
+        families=optional(ef, "families", lambda n: n.choice(FAMILIES_RUN)) or FAMILIES_EVERY,
     )
 
     named: Conditions = {}
