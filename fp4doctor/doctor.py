@@ -219,8 +219,9 @@ class Report:
 
     @property
     def usable(self) -> bool:
-        """What `env` and `config` may print: ready, or ready once their knobs are set."""
-        return self.outcome is Outcome.READY or self.env_makes_ready
+        """What `env` and `config` may print: every family counted has a valid choice (their
+        knobs select it; what else blocks, they say on stderr)."""
+        return self.outcome is not Outcome.NO_VERDICT and self.choices_valid
 
     def family_ready(self, part: FamilyPart) -> bool:
         """Whether one family can run here: its own choice and findings, and nothing of the
@@ -361,7 +362,10 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
             resolution = resolve(evaluation, prefer=prefer, require=require)
         except ValueError as exc:
             raise QuestionError(str(exc)) from None
-        asked = bool(question.family or ckpt) or prof.engine.families == FAMILIES_EVERY
+        # Asked: named by --family, used by --model's layers, named by --prefer/--require, or
+        # run by an engine whatever the model has.
+        named = prefer is not None or require is not None
+        asked = bool(question.family or ckpt) or named or prof.engine.families == FAMILIES_EVERY
         parts.append(FamilyPart(family, evaluation, resolution, asked))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)

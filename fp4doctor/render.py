@@ -126,10 +126,11 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     out = _Lines(style, verbose)
     engine = report.engine
     how = {"installed": "installed"}.get(engine.source, engine.source)
-    out.heading(
-        f"fp4doctor {__version__} · {report.engine_label} ({how}) · "
-        f"{host_line(report.facts, unknown=no_verdict)}"
-    )
+    gpus = host_line(report.facts, unknown=no_verdict)
+    title = f"fp4doctor {__version__} · {report.engine_label} ({how}) · {gpus}"
+    if len(title) > style.width:  # the engine and the GPUs, on one line, before the version
+        title = f"{report.engine_label} ({how}) · {gpus} · fp4doctor {__version__}"
+    out.heading(title)
     if engine.note:
         out.text(f"note: {engine.note}")
     out.block("Host", report.host)
@@ -144,9 +145,10 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
         _family_section(out, part, titled, no_verdict)
     counts = summary_counts(report.findings())
     out.gap()
+    # The verdict, then the counts on a line of their own: the last line is always the counts.
+    out.heading(f"{headline(report)}.")
     out.heading(
-        f"{headline(report)}. Checks: {counts['pass']} passed, "
-        f"{_count(counts['warn'], 'warning')}, "
+        f"Checks: {counts['pass']} passed, {_count(counts['warn'], 'warning')}, "
         f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
     )
     return "\n".join(out.lines) + "\n"

@@ -150,9 +150,8 @@ def _unmatched_ignores(report: Report) -> None:
 
 
 def settle(report: Report, nothing: str) -> None:
-    """For `env` and `config`: explain on stderr, and exit 1 unless every family asked has a
-    valid choice that the knobs make ready (naming the family that blocks), 3 when the host
-    cannot be judged."""
+    """For `env` and `config`: explain on stderr, and exit 1 unless every family counted has a
+    valid choice (naming the family that has none), 3 when the host cannot be judged."""
     from fp4doctor.doctor import Outcome
 
     if report.engine.note:
@@ -171,13 +170,16 @@ def settle(report: Report, nothing: str) -> None:
             if f.kind is Kind.ENGINE_PICK and f.status.blocking and part.chosen is not None:
                 note(f"{said}steering away: {f.reason}")
     if not report.usable:
-        for part in report.families:
+        for part in report.counted:
             if part.chosen is None:
                 note(f"the {part.title} has no valid backend here")
         for f in report.blocking():
             note(f.reason)
         note(f"{nothing}; run `fp4doctor check` for the full report")
         sys.exit(EXIT_NOT_READY)
+    if not report.ready and not report.env_makes_ready:
+        for f in report.blocking():
+            note(f"the knobs select a valid backend, but this still blocks: {f.reason}")
     for f in report.ignored_deciding():
         reason = f.reason.removesuffix(" (ignored)")
         note(f"--ignore changes the outcome: without it, this fails: {reason} [{f.id}]")
