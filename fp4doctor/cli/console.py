@@ -33,7 +33,9 @@ class UserError(click.ClickException):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"fp4doctor: error: {self.message}", err=True)
+        # One line whatever the message quotes (a --model holding a newline or an escape):
+        # shown escaped, where click.echo would split the line or drop the escape.
+        note("error: " + self.message.replace("\n", "\\n"))
 
 
 class NoVerdict(UserError):
