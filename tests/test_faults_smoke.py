@@ -10,6 +10,7 @@ wrong answers and the crashes, before `emulation`), since each worker costs `imp
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -181,6 +182,85 @@ def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
     assert err.splitlines()[-1] == "fp4doctor: interrupted"
     assert _still_alive(_recorded(tmp_path)) == []  # the worker and the hang's own child
     assert _workers(token, proc.pid) == {}
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
+@pytest.mark.parametrize(("sig", "code", "line"), [
+    (signal.SIGTERM, 143, "fp4doctor: terminated"),
+    (signal.SIGINT, 130, "fp4doctor: interrupted"),
+])  # fmt: skip
+def test_a_signal_to_fp4doctor_alone_reaps_its_workers(
+    tmp_path: Path, sig: signal.Signals, code: int, line: str
+) -> None:
+    """`kill PID` (what systemd, Kubernetes and `timeout` send first) or SIGINT to the command
+    alone, not its group: the workers are in process groups of their own, so only the doctor
+    can end them. It does, and exits 128 + the signal in one line. fake: the hanging
+    `emulation` of the test above."""
+    token = uuid.uuid4().hex
+    env = fake_env(tmp_path)
+    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:HANGING_EMULATION"
+    env[TOKEN_ENV] = token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fp4doctor", "check", "--target", "vllm", "--json", "--smoke"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _recorded(tmp_path, "fake-hang-child.") and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        assert list(_workers(token, proc.pid)) == _recorded(tmp_path, "emulation.")[:1]
+        os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == code, err
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == line
+    assert _still_alive(_recorded(tmp_path)) == []  # the worker and the hang's own child
+    assert _workers(token, proc.pid) == {}
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"| {code} |" in readme  # the exit code is documented
+
+
+# --- an address-space limit (ulimit -v) ------------------------------------------------------
+
+UNDER_A_LIMIT = """
+import os, resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))  # what `ulimit -v` sets
+os.execv(sys.executable, [sys.executable, "-m", "fp4doctor", *sys.argv[2:]])
+"""
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
+@pytest.mark.parametrize("mib", [512, 640])
+def test_an_address_space_too_small_for_torch_is_a_finding(tmp_path: Path, mib: int) -> None:
+    """Real: `check --smoke` under an address-space limit the doctor fits in and torch does not
+    (on the 2-core CPU host, 512 MiB fails in numpy's C extension with its 25-line advice and
+    640 MiB with a bare MemoryError; a GPU host's torch fails sooner). The limit is the
+    doctor's and its worker's, as `ulimit -v` makes it: the report is written, the live GEMM
+    is an `error` finding with a one-line reason that says something, never a traceback."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "FP4DOCTOR_CACHE_DIR": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", UNDER_A_LIMIT, str(mib << 20),
+         "check", "--target", "vllm", "--json", "--smoke"],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # not ready (no GPU visible), not a crash
+    assert "Traceback" not in done.stderr
+    findings = {f["id"]: f for f in json.loads(done.stdout)["findings"]}
+    live = findings["smoke.emulation.cpu"]
+    assert live["status"] in ("error", "pass"), live  # pass: this torch fitted after all
+    reason = live["reason"]
+    assert "\n" not in reason and not reason.endswith(": ") and reason.strip() == reason, reason
 
 
 def test_ctrl_c_exit_code_is_documented_apart_from_not_ready() -> None:
