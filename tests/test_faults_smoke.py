@@ -1,5 +1,6 @@
 """Smoke faults that tests/test_smoke_faults.py does not cover: out-of-memory in a worker, and
-Ctrl-C delivered to the whole `fp4doctor check` command while its live GEMM runs.
+Ctrl-C delivered to the whole `fp4doctor check` command while its live GEMM runs, SIGINT or
+SIGTERM to the command alone, and an address-space limit too small for torch.
 
 The out-of-memory cases are labelled fakes (tests/smoke_fakes.py, `OOM_FAKES`): CUDA's
 exception with its words (no GPU here), a real allocation failure made safe by capping the
@@ -144,12 +145,25 @@ def test_after_the_out_of_memory_cases_the_rest_still_runs_and_nothing_is_left(
 # --- Ctrl-C on the whole command --------------------------------------------------------------
 
 
+# How a command is stopped: (send to its group?, signal, exit code, the line on stderr).
+STOPS = {
+    "ctrl-c": (True, signal.SIGINT, 130, "fp4doctor: interrupted"),  # what a terminal does
+    # To the command alone, not its group (`kill PID`; SIGTERM is what systemd, Kubernetes and
+    # `timeout` send first): the workers are in process groups of their own, out of reach.
+    "sigint-to-the-command": (False, signal.SIGINT, 130, "fp4doctor: interrupted"),
+    "sigterm-to-the-command": (False, signal.SIGTERM, 143, "fp4doctor: terminated"),
+}
+
+
 @pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
-def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
-    tmp_path: Path,
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_stopped_fp4doctor_check_exits_in_one_line_and_leaves_no_worker(
+    tmp_path: Path, stop: str
 ) -> None:
     """fake: on a CPU host `check --smoke` runs only `emulation`, a labelled hanging stand-in
-    (smoke_fakes.HANGING_EMULATION), so there is a live run to interrupt."""
+    (smoke_fakes.HANGING_EMULATION), so there is a live run to stop. The doctor kills its
+    workers and exits 128 + the signal, in one line (SIGTERM once ended the doctor alone)."""
+    to_group, sig, code, line = STOPS[stop]
     token = uuid.uuid4().hex
     env = fake_env(tmp_path)
     env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:HANGING_EMULATION"
@@ -170,59 +184,15 @@ def test_ctrl_c_on_fp4doctor_check_exits_130_in_one_line_and_leaves_no_worker(
         (worker,) = _recorded(tmp_path, "emulation.")  # the worker is inside the adapter
         running = _workers(token, proc.pid)
         assert list(running) == [worker]  # the scan below sees a worker while there is one
-        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 130, err
-    assert out == ""  # no half report on stdout
-    assert "Traceback" not in err and "Aborted!" not in err
-    assert err.splitlines()[-1] == "fp4doctor: interrupted"
-    assert _still_alive(_recorded(tmp_path)) == []  # the worker and the hang's own child
-    assert _workers(token, proc.pid) == {}
-
-
-@pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH)
-@pytest.mark.parametrize(("sig", "code", "line"), [
-    (signal.SIGTERM, 143, "fp4doctor: terminated"),
-    (signal.SIGINT, 130, "fp4doctor: interrupted"),
-])  # fmt: skip
-def test_a_signal_to_fp4doctor_alone_reaps_its_workers(
-    tmp_path: Path, sig: signal.Signals, code: int, line: str
-) -> None:
-    """`kill PID` (what systemd, Kubernetes and `timeout` send first) or SIGINT to the command
-    alone, not its group: the workers are in process groups of their own, so only the doctor
-    can end them. It does, and exits 128 + the signal in one line. fake: the hanging
-    `emulation` of the test above."""
-    token = uuid.uuid4().hex
-    env = fake_env(tmp_path)
-    env[EXTRA_ADAPTERS_ENV] = "smoke_fakes:HANGING_EMULATION"
-    env[TOKEN_ENV] = token
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fp4doctor", "check", "--target", "vllm", "--json", "--smoke"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not _recorded(tmp_path, "fake-hang-child.") and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
-        assert list(_workers(token, proc.pid)) == _recorded(tmp_path, "emulation.")[:1]
-        os.kill(proc.pid, sig)
+        (os.killpg if to_group else os.kill)(proc.pid, sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     assert proc.returncode == code, err
-    assert out == ""
-    assert "Traceback" not in err
+    assert out == ""  # no half report on stdout
+    assert "Traceback" not in err and "Aborted!" not in err
     assert err.splitlines()[-1] == line
     assert _still_alive(_recorded(tmp_path)) == []  # the worker and the hang's own child
     assert _workers(token, proc.pid) == {}
