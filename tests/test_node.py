@@ -11,7 +11,10 @@ node-problem-detector reads them.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -229,3 +232,131 @@ def test_label_helpers() -> None:
         labels.feature_file(
             {"fp4doctor.io/x": "a b"}, expires=datetime.now(timezone.utc), comment=""
         )
+
+
+# --- kill -9 during the writes ----------------------------------------------------------------
+
+KILLED_AT_EACH_STEP = r"""
+import datetime, functools, json, os, signal, sys
+from fp4doctor import cli
+from fp4doctor.fleet import node
+
+where, args = sys.argv[1], sys.argv[2:]
+paths = {name: os.path.join(where, name) for name in ("features", "fp4doctor.prom", "ready")}
+OLD = {name: f"the old {name}, complete\n" for name in paths}
+real = {name: getattr(os, name) for name in
+        ("open", "write", "fsync", "close", "replace", "link", "unlink", "chmod")}
+state = {"inside": False, "calls": 0, "kill_at": 0}
+
+
+def counted(name):
+    def call(*a, **k):
+        if state["inside"]:
+            state["calls"] += 1
+            if state["calls"] == state["kill_at"]:
+                if name == "write":  # the worst moment: half the bytes are out
+                    real["write"](a[0], bytes(a[1])[: len(a[1]) // 2])
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real[name](*a, **k)
+    return call
+
+
+for name in real:
+    setattr(os, name, counted(name))
+atomic_write = node.write_atomic
+
+
+def write_atomic(*a, **k):
+    state["inside"] = True
+    try:
+        return atomic_write(*a, **k)
+    finally:
+        state["inside"] = False
+
+
+node.write_atomic = write_atomic  # as node.py imported it
+moment = datetime.datetime(2026, 12, 3, tzinfo=datetime.timezone.utc)
+node.write = functools.partial(node.write, now=moment)  # the same new files in every run
+checked = []
+run_check = node.run_check
+
+
+def run_check_once(*a, **k):  # judged once, in this process; each fork only writes
+    if not checked:
+        checked.append(run_check(*a, **k))
+    return checked[0]
+
+
+node.run_check = run_check_once
+argv = ["node", *args, "--features-file", paths["features"],
+        "--textfile", paths["fp4doctor.prom"], "--ready-file", paths["ready"]]
+
+
+def command(kill_at):
+    state["kill_at"], state["calls"] = kill_at, 0
+    try:
+        cli.main(argv)
+    except SystemExit:
+        pass
+
+
+runs = []
+for kill_at in range(0, 200):
+    for name, path in paths.items():
+        with open(path, "w") as f:
+            f.write(OLD[name])
+    for stale in os.listdir(where):
+        if stale not in paths:
+            real["unlink"](os.path.join(where, stale))
+    killed = False
+    if kill_at == 0:
+        command(0)  # never killed: the new files, and the judgement the forks reuse
+    else:
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            command(kill_at)
+            os._exit(0)
+        killed = os.WIFSIGNALED(os.waitpid(pid, 0)[1])
+    files = {}
+    for name in sorted(os.listdir(where)):
+        with open(os.path.join(where, name)) as f:
+            files[name] = f.read()
+    runs.append({"kill_at": kill_at, "killed": killed, "files": files})
+    if kill_at and not killed:
+        break  # past the last file operation: it ran to the end
+sys.stdout.flush()
+print("\n" + json.dumps({"old": OLD, "runs": runs}))
+"""
+
+
+def test_kill_9_at_any_step_of_the_writes_leaves_each_file_old_or_new(tmp_path: Path) -> None:
+    """fake (the moment, not the kill): `fp4doctor node` forked once per step of its writes
+    (every open, write, fsync, close, chmod, link, replace, unlink inside write_atomic) and
+    killed with a real SIGKILL at that step, a write cut after half its bytes. Each output is
+    then the old file or the new one, complete; what a kill leaves behind is a hidden
+    temporary file, which neither NFD (hidden files ignored) nor node-exporter (`*.prom`)
+    reads."""
+    where = tmp_path / "out"
+    where.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_EACH_STEP, str(where),
+         "--facts", str(FLEET / "b200-01.json"), "--target", "vllm"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])  # after the NPD line of the first run
+    old, runs = result["old"], result["runs"]
+    new = runs[0]["files"]  # kill_at 0: never killed
+    assert not runs[0]["killed"] and all(new.get(name) != old[name] for name in old)
+    killed = [run for run in runs if run["killed"]]
+    for run in killed:
+        files = run["files"]
+        for name in old:
+            assert files.get(name) in (old[name], new.get(name)), (run["kill_at"], name)
+        assert all(n.startswith(".") and n.endswith(".tmp") for n in set(files) - set(old))
+    assert len(killed) >= 2 * 5  # each file: open, write, fsync, close, replace at the least
+    # The kills fell before, between and after the files were replaced.
+    assert killed[0]["files"].items() >= old.items()
+    assert any(run["files"]["features"] == new["features"] for run in killed)
+    assert runs[-1]["files"] == new

@@ -3,14 +3,17 @@ never trusted from a directory or file another user could write, never in the wa
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import fp4doctor
 from fp4doctor import profile
 from fp4doctor.profile import cache
 from fp4doctor.profile.yamlnode import ProfileError
@@ -278,3 +281,87 @@ def test_a_source_that_is_not_a_regular_file_is_not_read_for_the_cache(
         build = Builds("the parser's own refusal")
         assert cache.cached("profile", source, build) == "the parser's own refusal"
     assert not cache_dir.exists() or entries(cache_dir) == []
+
+
+# --- what the code's fingerprint covers ------------------------------------------------------
+
+PARSE_EVERY_SHIPPED_FILE = """
+import json, sys
+import fp4doctor
+from fp4doctor import profile
+for name in profile.builtin_names():
+    profile._parse(str(profile.builtin_dir() / f"{name}.yaml"))
+path = str(profile.builtin_dir() / "advisories.yaml")
+profile.advisories.parse(profile._read(path), path)
+print(json.dumps(sorted(
+    m.__file__ for n, m in sys.modules.items()
+    if (n == "fp4doctor" or n.startswith("fp4doctor.")) and getattr(m, "__file__", None)
+)))
+"""
+
+
+def test_the_fingerprint_covers_every_module_a_parse_imports(tmp_path: Path) -> None:
+    """Each fp4doctor module that parsing every shipped profile and the advisories imports (in a
+    fresh interpreter, the cache off) is in the fingerprint: versions.py's ranges, facts.py's
+    types and the text reader shape the parsed objects as much as profile/ does."""
+    env = {**os.environ, cache.CACHE_DIR_ENV: ""}
+    p = subprocess.run(
+        [sys.executable, "-c", PARSE_EVERY_SHIPPED_FILE],
+        capture_output=True, text=True, env=env, timeout=120, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    imported = {Path(f).resolve() for f in json.loads(p.stdout)}
+    fingerprinted = set(cache.code_files())
+    assert {Path(fp4doctor.__file__).resolve().parent / "versions.py"} <= imported
+    assert sorted(imported - fingerprinted) == []
+
+
+def test_an_edit_outside_the_profile_package_is_built_again(tmp_path: Path) -> None:
+    """End to end, in a copy of the checkout: an edit of versions.py, fp4doctor's version
+    unchanged, makes the next run parse again (a new entry: a new inode) rather than reuse
+    what the old code built. A first version fingerprinted only fp4doctor/profile/."""
+    package = Path(fp4doctor.__file__).resolve().parent
+    tree = tmp_path / "tree"
+    shutil.copytree(package, tree / "fp4doctor", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(profile.builtin_dir(), tree / "profiles")
+    where = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(tree), cache.CACHE_DIR_ENV: str(where)}
+    load = "from fp4doctor import profile; profile.load('vllm')"
+
+    def entry_inode() -> int:
+        subprocess.run([sys.executable, "-c", load], env=env, timeout=120, check=True, cwd=tmp_path)
+        [entry] = where.glob("profile-*.pickle")
+        return entry.stat().st_ino
+
+    first = entry_inode()
+    assert entry_inode() == first  # a hit: the entry is not rewritten
+    with (tree / "fp4doctor" / "versions.py").open("a", encoding="utf-8") as f:
+        f.write("\n# an edit that changes what a range means would look the same from here\n")
+    assert entry_inode() != first
+
+
+# --- sudo -E: another user's home ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["geteuid", "chown"])
+def test_no_directory_is_made_in_another_users_home(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """`sudo -E fp4doctor check` runs as root with the user's HOME: a root-owned ~/.cache there
+    would lock the user out of their own cache. fake (geteuid): this process is made to look
+    like another user to the cache; real (chown, as root): the home belongs to nobody."""
+    home = tmp_path / "home"
+    home.mkdir()
+    if how == "geteuid":
+        monkeypatch.setattr(cache.os, "geteuid", lambda: os.getuid() + 1)
+    elif os.getuid() != 0:
+        pytest.skip("only root can give a directory to another user")
+    else:
+        os.chown(home, 65534, 65534)
+    monkeypatch.delenv(cache.CACHE_DIR_ENV)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    build = Builds("value")
+    assert cache.cached("profile", str(source), build) == "value"
+    assert cache.cached("profile", str(source), build) == "value"
+    assert build.calls == 2  # no cache, and no error
+    assert list(home.iterdir()) == []

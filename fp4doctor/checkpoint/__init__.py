@@ -19,6 +19,7 @@ from typing import Any
 
 from fp4doctor.checkpoint.activation import MoeActivation, read_activation
 from fp4doctor.checkpoint.errors import CheckpointError
+from fp4doctor.checkpoint.files import boundary, inside, is_regular, shard
 from fp4doctor.checkpoint.layers import LayerClass, Scan, layer_classes, modules, scan
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
 from fp4doctor.checkpoint.quant import QuantConfig, read_quant
@@ -104,36 +105,38 @@ def load(model: str, *, hub: bool = False) -> Checkpoint:
 
 
 def _from_directory(model: str, root: Path) -> Checkpoint:
-    config_file = root / "config.json"
-    if not config_file.is_file():
+    within = boundary(root)  # every file read resolves inside it (checkpoint/files.py)
+    config_file = inside(root / "config.json", within)
+    if not is_regular(config_file):
         raise CheckpointError(f"{config_file}: missing; not a Hugging Face checkpoint directory")
     config = load_json(config_file)
     if not isinstance(config, dict):
         raise CheckpointError(f"{config_file}: not a JSON object")
-    hf_file = root / "hf_quant_config.json"
-    hf_quant = load_json(hf_file) if hf_file.is_file() else None
+    hf_file = inside(root / "hf_quant_config.json", within)
+    hf_quant = load_json(hf_file) if is_regular(hf_file) else None
     quant = read_quant(config, str(config_file), hf_quant, str(hf_file))
-    index_file = root / INDEX_NAME
-    if index_file.is_file():
+    index_file = inside(root / INDEX_NAME, within)
+    if is_regular(index_file):
         weight_map = read_index(index_file)
         shards = sorted(set(weight_map.values()))
+        paths = {s: shard(root, s, within, index_file) for s in shards}  # before any is opened
         # The shards that hold the first module group of each layer class (q, k and v of the
         # first layer; gate and up of its first expert), scales included: enough to know every
         # class's shapes and formats without opening the rest.
         found = scan(weight_map.items())
         wanted = sorted(found.files)
-        missing = [s for s in shards if not (root / s).is_file()]
+        missing = [s for s in shards if not is_regular(paths[s])]
         if missing:
             raise CheckpointError(
                 f"{index_file}: 'weight_map' names {len(missing)} shard(s) that are not in "
                 f"{root} (first: {missing[0]}): a partial download?"
             )
         tensors: dict[str, TensorInfo] = {}
-        for shard in wanted:
-            tensors.update(read_header(root / shard))
+        for name in wanted:
+            tensors.update(read_header(paths[name]))
         read = len(wanted)
     else:
-        files = sorted(root.glob("*.safetensors"))
+        files = [inside(f, within) for f in sorted(root.glob("*.safetensors"))]
         if not files:
             raise CheckpointError(
                 f"{root}: no *.safetensors file and no {INDEX_NAME}: a partial download, or "

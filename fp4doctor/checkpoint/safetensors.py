@@ -9,12 +9,13 @@ length, then the header. The safetensors library itself refuses headers over 100
 
 from __future__ import annotations
 
-import json
+import reprlib
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from fp4doctor.checkpoint.errors import CheckpointError
+from fp4doctor.checkpoint.files import open_regular, parse_json, read_bytes
 
 MAX_HEADER_BYTES = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"
@@ -32,8 +33,8 @@ class TensorInfo:
 
 def read_header(path: Path) -> dict[str, TensorInfo]:
     """The tensors of one `.safetensors` file, from its header alone."""
-    try:
-        with path.open("rb") as f:
+    with open_regular(path) as f:
+        try:
             head = f.read(8)
             if len(head) < 8:
                 raise CheckpointError(f"{path}: shorter than the 8-byte safetensors header length")
@@ -44,16 +45,13 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
                     "(not a safetensors file, or a damaged one)"
                 )
             raw = f.read(size)
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if len(raw) < size:
         raise CheckpointError(
             f"{path}: header cut short ({len(raw)} of {size} bytes): a partial download?"
         )
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: the safetensors header is not JSON ({exc})") from None
+    header = parse_json(raw, path, "a safetensors header")
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: the safetensors header is not a JSON object")
     out: dict[str, TensorInfo] = {}
@@ -65,22 +63,21 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         dtype, shape = entry.get("dtype"), entry.get("shape")
         if not isinstance(dtype, str) or not isinstance(shape, list):
             raise CheckpointError(f"{path}: tensor {name!r}: 'dtype' or 'shape' is missing")
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise CheckpointError(f"{path}: tensor {name!r}: 'shape' {shape!r} is not a shape")
+        if not all(_dimension(d) for d in shape):
+            shown = reprlib.repr(shape)  # a 4,000-digit dimension is not a message
+            raise CheckpointError(f"{path}: tensor {name!r}: 'shape' {shown} is not a shape")
         out[name] = TensorInfo(name, dtype, tuple(shape))
     return out
 
 
+def _dimension(value: object) -> bool:
+    # safetensors keeps a shape as Vec<usize> (safetensors/src/tensor.rs TensorInfo): 64 bits.
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
 def read_index(path: Path) -> dict[str, str]:
     """`weight_map` of a sharded checkpoint's index: tensor name -> shard file name."""
-    try:
-        if path.stat().st_size > MAX_INDEX_BYTES:
-            raise CheckpointError(f"{path}: over {MAX_INDEX_BYTES} bytes; not an index")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not JSON ({exc})") from None
+    data = parse_json(read_bytes(path, MAX_INDEX_BYTES, "an index"), path, "an index")
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(type(v) is str for v in weight_map.values()):
         raise CheckpointError(f"{path}: key 'weight_map' is missing or not a name -> file map")

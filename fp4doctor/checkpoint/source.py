@@ -9,7 +9,6 @@ the revision. Reading the cache needs no network and no import of huggingface_hu
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -18,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from fp4doctor.checkpoint.errors import CheckpointError
+from fp4doctor.checkpoint.files import parse_json, read_bytes
 from fp4doctor.checkpoint.safetensors import TensorInfo
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_JSON_BYTES = 16_000_000
 HUB_FILES = ("config.json", "hf_quant_config.json")
 
@@ -52,8 +53,9 @@ def cached_snapshot(repo_id: str, environ: Mapping[str, str] | None = None) -> P
     snapshots = repo / "snapshots"
     ref = repo / "refs" / "main"
     if ref.is_file():
-        revision = ref.read_text(encoding="utf-8").strip()
-        if (snapshots / revision).is_dir():
+        revision = read_bytes(ref, 256, "a revision").decode("utf-8", "replace").strip()
+        # A commit hash: a ref naming "../x" must not lead out of the cache.
+        if REVISION.match(revision) and (snapshots / revision).is_dir():
             return snapshots / revision
     found = sorted(p for p in snapshots.glob("*") if p.is_dir()) if snapshots.is_dir() else []
     return found[0] if len(found) == 1 else None
@@ -61,6 +63,8 @@ def cached_snapshot(repo_id: str, environ: Mapping[str, str] | None = None) -> P
 
 def locate(model: str, *, hub: bool = False) -> Path | Remote:
     """The checkpoint `model` names: a directory, a cached repo id, or (with `hub`) the Hub."""
+    if not model:  # Path("") is the current directory: never read it unasked
+        raise CheckpointError("--model is empty: give a checkpoint directory or ORG/NAME")
     path = Path(model).expanduser()
     if path.is_dir():
         return path
@@ -116,11 +120,4 @@ def fetch_remote(repo_id: str) -> Remote:
 
 def load_json(path: Path) -> Any:
     """A small JSON file, or a CheckpointError naming it."""
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise CheckpointError(f"{path}: over {MAX_JSON_BYTES} bytes; not a config file")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+    return parse_json(read_bytes(path, MAX_JSON_BYTES, "a config file"), path, "a config file")

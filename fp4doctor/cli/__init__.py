@@ -7,6 +7,7 @@ Exit codes (a contract, see README):
   3  no verdict could be reached (e.g. NVML cannot tell which GPUs exist)
   4  could not write the output (a full disk, a closed stdout or pipe); one line on stderr
   130  interrupted (Ctrl-C, also while starting up); one line on stderr, no partial output
+  143  terminated (SIGTERM), the same way
 
 Output fits the stream: where stdout or stderr cannot carry UTF-8 (a C or Latin-1 locale,
 PYTHONIOENCODING=ascii) what it cannot carry is written in ASCII (`terminal.fit`), JSON as

@@ -11,10 +11,9 @@ from typing import Any
 
 import click
 
-from fp4doctor import __version__, startup
+from fp4doctor import __version__, signals, startup
 from fp4doctor.cli.console import (
     EXIT_CODES_HELP,
-    EXIT_INTERRUPTED,
     EXIT_READY,
     Interrupted,
     OutputError,
@@ -22,7 +21,6 @@ from fp4doctor.cli.console import (
     carries,
     discard_stdout,
     flush_stdout,
-    note,
 )
 from fp4doctor.terminal import encoding_of, fit
 
@@ -94,13 +92,14 @@ class _Main(_HelpFits, click.Group):
         code: Any = EXIT_READY
         try:
             try:
-                super().main(args, *more, **extra)
+                with signals.sigterm_interrupts():
+                    super().main(args, *more, **extra)
             except SystemExit as exc:
                 code = exc.code
             flush_stdout()
         except KeyboardInterrupt:
-            note("interrupted")
-            code = EXIT_INTERRUPTED
+            (stop := Interrupted.now()).show()
+            code = stop.exit_code
         except OutputError as exc:
             exc.show()
             discard_stdout()
@@ -113,7 +112,7 @@ class _Main(_HelpFits, click.Group):
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
-            raise Interrupted() from None
+            raise Interrupted.now() from None
         except OSError as exc:
             raise OutputError.of(exc) from None
 
@@ -121,8 +120,8 @@ class _Main(_HelpFits, click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            note("interrupted")
-            ctx.exit(EXIT_INTERRUPTED)
+            (stop := Interrupted.now()).show()
+            ctx.exit(stop.exit_code)
 
 
 @click.group(

@@ -11,12 +11,13 @@ from typing import Any
 
 import click
 
-from fp4doctor import facts
+from fp4doctor import facts, signals
 from fp4doctor.terminal import ascii_json, clean, encoding_of, fit
 
 EXIT_READY, EXIT_NOT_READY, EXIT_USAGE, EXIT_NO_VERDICT = 0, 1, 2, 3
 EXIT_WRITE_FAILED = 4  # not 1: a full disk must not read as "not ready"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort would exit 1
+EXIT_TERMINATED = 143  # 128 + SIGTERM, likewise
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
@@ -24,7 +25,7 @@ Exit codes:
   2  usage or profile error
   3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
   4  could not write the output (a full disk, a closed stdout or pipe)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
 
 
 class UserError(click.ClickException):
@@ -33,7 +34,9 @@ class UserError(click.ClickException):
     exit_code = EXIT_USAGE
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"fp4doctor: error: {self.message}", err=True)
+        # One line whatever the message quotes (a --model holding a newline or an escape):
+        # shown escaped, where click.echo would split the line or drop the escape.
+        note("error: " + self.message.replace("\n", "\\n"))
 
 
 class NoVerdict(UserError):
@@ -58,11 +61,23 @@ class OutputError(UserError):
 class Interrupted(UserError):
     exit_code = EXIT_INTERRUPTED
 
-    def __init__(self) -> None:
-        super().__init__("interrupted")
+    def __init__(self, what: str = "interrupted") -> None:
+        super().__init__(what)
 
     def show(self, file: Any = None) -> None:
-        note("interrupted")
+        note(self.message)
+
+    @staticmethod
+    def now() -> Interrupted:
+        """Ctrl-C's, or SIGTERM's when that is what stopped the command (fp4doctor.signals)."""
+        return Terminated() if signals.terminated() else Interrupted()
+
+
+class Terminated(Interrupted):
+    exit_code = EXIT_TERMINATED
+
+    def __init__(self) -> None:
+        super().__init__("terminated")
 
 
 def write(text: str, *, kind: str = "text") -> None:

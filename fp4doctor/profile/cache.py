@@ -8,15 +8,17 @@ the host is probed and judged on every run.
 
 An entry is used only while everything it was built from is unchanged: each file read (the
 profile, the modules it includes, the advisories), compared by content, and the code that builds
-it (fp4doctor's version, the size and modification time of the profile package's own files,
-Python, packaging and PyYAML). The entry keeps the files' bytes (about 130 KB for vLLM's) rather
-than a hash of them: a file rewritten within one tick of the file system's clock is still seen,
-and no hash library loads (OpenSSL's, through `hashlib`, was 3 ms of every run on the CPU host).
+it (fp4doctor's version, the size and modification time of each of fp4doctor's files that
+shapes the result, `CODE`; Python, packaging and PyYAML). The entry keeps the files' bytes
+(about 130 KB for vLLM's) rather than a hash of them: a file rewritten within one tick of the
+file system's clock is still seen, and no hash library loads (OpenSSL's, through `hashlib`, was
+3 ms of every run on the CPU host).
 A pickle runs code when it is loaded, as a `.pyc` does, so an entry is read only from a
 directory and a file this user owns and no one else can write. Anything unexpected (no home, a
 read-only or foreign directory, a damaged entry, a race with another run) means the profile is
 parsed as if there were no cache, in silence; a name in the directory that is not a regular
-file is never replaced.
+file is never replaced, and no directory is made inside one that belongs to another user
+(`sudo -E`, which keeps the user's HOME for root).
 """
 
 from __future__ import annotations
@@ -82,13 +84,38 @@ def _content(path: str) -> tuple[str, bytes] | None:
         return None
 
 
+# What a parsed profile or advisory list is built by, or holds the classes of, besides the files
+# it reads: the profile package, its kinds and schema, the version ranges (versions.py), the
+# facts types the conditions name (facts.py), the reading of text (textfile.py) and the place of
+# the shipped profiles (shipped.py). tests/test_profile_cache.py checks this list against the
+# modules a parse of every shipped file imports.
+CODE = (
+    "__init__.py",
+    "facts.py",
+    "shipped.py",
+    "textfile.py",
+    "versions.py",
+    "profile/*.py",
+    "profile/kinds/*.py",
+)
+
+
+def code_files() -> list[Path]:
+    """fp4doctor's own files that shape a parsed entry (`CODE`), as installed now."""
+    package = Path(__file__).resolve().parent.parent
+    return sorted(f for pattern in CODE for f in package.glob(pattern))
+
+
 @functools.cache
 def _code() -> tuple[object, ...]:
     """What the parsed objects depend on besides the files: the code that builds them."""
-    here = Path(__file__).parent
-    files = sorted([*here.glob("*.py"), *here.glob("kinds/*.py")])
     libraries = [_origin(name) or "" for name in ("packaging", "yaml")]  # as installed now
-    return (__version__, sys.version, *(_stat(str(f)) for f in files), *map(_stat, libraries))
+    return (
+        __version__,
+        sys.version,
+        *(_stat(str(f)) for f in code_files()),
+        *map(_stat, libraries),
+    )
 
 
 def _stat(path: str) -> tuple[str, int, int] | None:
@@ -111,8 +138,21 @@ def _origin(module: str) -> str | None:
 
 
 def _private(st: os.stat_result) -> bool:
-    """Owned by this user, and no one else can write it."""
-    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    """Owned by this (effective) user, and no one else can write it."""
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _ours_to_make(directory: Path) -> bool:
+    """`directory` exists, or the nearest directory above it that exists is this user's. Under
+    `sudo -E` HOME is another user's: a root-owned `~/.cache` made there would stand in that
+    user's way (their own tools could not write their cache), so nothing is made there."""
+    for where in (directory, *directory.parents):
+        try:
+            st = os.stat(where)
+        except FileNotFoundError:
+            continue
+        return where == directory or st.st_uid == os.geteuid()
+    return False
 
 
 def _read(entry: Path, key: str) -> Any | None:
@@ -146,6 +186,8 @@ def _write(entry: Path, content: tuple[object, ...]) -> None:
     import secrets
 
     try:
+        if not _ours_to_make(entry.parent):
+            return
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         where = os.lstat(entry.parent)
         if not stat.S_ISDIR(where.st_mode) or not _private(where):

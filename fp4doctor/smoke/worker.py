@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fp4doctor.findings import Status
-from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS
+from fp4doctor.smoke.errors import LIBRARY_ERROR_CHARS, exception_text, telling_line
 
 if TYPE_CHECKING:
     from fp4doctor.smoke.adapters import Adapter
@@ -193,9 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(torch_failed, ModuleNotFoundError) and torch_failed.name == "torch":
             reason = f"torch is not installed for {sys.executable}"
             _fail_all(proto, names, Status.SKIP, reason, str(torch_failed))
-        else:  # installed but broken (a missing shared library, a failing initialiser)
+        else:  # installed but broken (a missing shared library, a failing initialiser, or
+            # too little memory: under `ulimit -v` numpy's 25-line advice, or a bare MemoryError)
             text = "".join(traceback.format_exception(torch_failed))
-            _fail_all(proto, names, Status.ERROR, f"import torch failed: {torch_failed}", text)
+            why = telling_line(str(torch_failed) or exception_text(torch_failed))
+            _fail_all(proto, names, Status.ERROR, f"import torch failed: {why}", text)
         proto.send("done")
         return 0
 
