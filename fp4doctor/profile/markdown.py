@@ -12,13 +12,10 @@ from collections.abc import Iterable
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.profile.kinds.use import Use
+from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.model import (
     FAMILY_LINEAR,
     FAMILY_TITLES,
-    KNOB_ARGUMENT,
-    KNOB_CLI,
-    KNOB_CONFIG,
-    KNOB_ENV,
     Advisory,
     AutoStep,
     Backend,
@@ -33,12 +30,6 @@ _CONFIG_FORMATS = {
     "vllm-yaml": "vLLM's `--config` YAML file",
     "trtllm-yaml": "TensorRT-LLM's LLM API options YAML (`trtllm-serve --config`)",
     "dotenv": "a dotenv file of the variables",
-}
-_KNOB_KINDS = {
-    KNOB_ENV: "environment variable",
-    KNOB_CLI: "command-line flag",
-    KNOB_CONFIG: "config key",
-    KNOB_ARGUMENT: "function argument",
 }
 
 
@@ -130,13 +121,7 @@ def _requirement_bullet(req: Requirement) -> str:
 
 
 def _knob_spelling(knob: Knob, value: str) -> str:
-    if knob.kind == KNOB_ENV:
-        return _code(f"{knob.name}={value}")
-    if knob.kind == KNOB_CLI:
-        return _code(f"{knob.name} {value}")
-    if knob.kind == KNOB_CONFIG:
-        return _code(f"{knob.name}: [{value}]")
-    return _code(f'{knob.name}="{value}"')
+    return _code(STYLES[KnobKind(knob.kind)].markdown(knob.name, value, knob.scalar))
 
 
 def _knob_label(knob: Knob) -> str:
@@ -304,7 +289,7 @@ def _era_detail(era: Era, what: str = "FP4 GEMM") -> list[str]:
 
 
 def _knob_bullet(knob: Knob) -> str:
-    kind = _KNOB_KINDS.get(knob.kind, knob.kind)
+    kind = STYLES[KnobKind(knob.kind)].label
     values = []
     for backend, spellings in knob.values.items():
         shown = " or ".join(_code(s) for s in spellings)

@@ -14,6 +14,7 @@ from packaging.specifiers import SpecifierSet
 
 from fp4doctor.facts import Gpu
 from fp4doctor.profile.kinds.base import Check, Context, Kind
+from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.triggers import Trigger
 from fp4doctor.versions import contains, spec_text
 
@@ -148,11 +149,8 @@ class Backend:
 
 
 # Knob kinds: how a user tells the engine which backend to use.
-KNOB_ENV = "env"
-KNOB_CLI = "cli"
-KNOB_CONFIG = "config"
-KNOB_ARGUMENT = "argument"
-KNOB_KINDS = (KNOB_ENV, KNOB_CLI, KNOB_CONFIG, KNOB_ARGUMENT)
+KNOB_ENV, KNOB_CLI, KNOB_CONFIG, KNOB_ARGUMENT = KnobKind  # the kinds, by their names here
+KNOB_KINDS = tuple(k.value for k in KnobKind)
 
 
 @dataclass(frozen=True)
@@ -163,7 +161,7 @@ class Knob:
     write, the others are accepted when linting what a user set.
     """
 
-    kind: str
+    kind: KnobKind
     name: str
     values: dict[str, tuple[str, ...]]
     type: str = "choice"  # "choice" | "bool"
@@ -192,15 +190,7 @@ class Knob:
 
     def how(self, backend: str) -> str:
         """How a user writes this knob for `backend`, for messages."""
-        value = self.values[backend][0]
-        if self.kind == KNOB_ENV:
-            return f"{self.name}={value}"
-        if self.kind == KNOB_CONFIG:
-            shown = value if self.scalar else f"[{value}]"
-            return f"{self.name}: {shown} in the options YAML"
-        if self.kind == KNOB_ARGUMENT:
-            return f"{self.name}={value!r}"
-        return f"{self.name} {value}"
+        return STYLES[KnobKind(self.kind)].message(self.name, self.values[backend][0], self.scalar)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from fp4doctor.profile import kinds
 from fp4doctor.profile.kinds.base import VAR_RE
+from fp4doctor.profile.knobs import KnobKind
 from fp4doctor.profile.model import (
     EFFECT_WARN,
     EFFECTS,
@@ -183,7 +184,7 @@ def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None
         if not values[backend]:
             raise spellings.error("should give at least one spelling")
     knob = Knob(
-        kind=kind,
+        kind=KnobKind(kind),
         name=name,
         values=values,
         type=optional(fields, "type", lambda n: n.choice(("choice", "bool"))) or "choice",
