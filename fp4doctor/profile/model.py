@@ -18,6 +18,7 @@ from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.triggers import Trigger
 from fp4doctor.versions import contains, spec_text
 
+_FIX_REF = re.compile(r"\{fix:([a-z_]+)\}")
 _VERSION_REF = re.compile(r"\{version:([A-Za-z0-9_.-]+)\}")
 
 
@@ -67,10 +68,22 @@ class Requirement:
         return self.kind.check(ctx, gpu)
 
     def fix_for(self, ctx: Context) -> str | None:
-        """The profile's fix (with `{version:DIST}` filled in), or the kind's default."""
+        """The profile's fix (with `{version:DIST}` filled in), or the kind's default; a fix
+        that is only the default of a nested kind says so with `{fix:KIND}` (`{fix:same_version}`
+        pins a release the package index has)."""
         if self.fix:
-            return _VERSION_REF.sub(lambda m: ctx.version(m.group(1)) or "<version>", self.fix)
+            fix = _FIX_REF.sub(lambda m: self._nested_fix(m.group(1), ctx), self.fix)
+            return _VERSION_REF.sub(lambda m: ctx.version(m.group(1)) or "<version>", fix)
         return self.kind.default_fix(ctx)
+
+    def _nested_fix(self, key: str, ctx: Context) -> str:
+        for child in self.children:
+            if child.kind.key == key:
+                return child.kind.default_fix(ctx) or ""
+            nested = child._nested_fix(key, ctx)
+            if nested:
+                return nested
+        return ""
 
     def when_text(self) -> str:
         if not self.when:

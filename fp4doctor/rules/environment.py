@@ -68,16 +68,20 @@ def lint(
                 else ("it belongs to another version of the engine")
             )
             meant = _meant_backend(name, value, other_knobs.get(name), profile)
-            fix = None
-            if meant is not None:
+            fix = f"unset {name}"
+            verdict = verdicts.get(meant) if meant is not None else None
+            if meant is not None and verdict is not None and not verdict.valid:
+                # Never translate it into a backend the same report refuses here.
+                problem = verdict.first_problem()
+                why = f": {problem.reason}" if problem else ""
+                fix += f"; the {meant} it meant cannot run here{why}"
+            elif meant is not None:
                 works = era.selecting_knob(meant)
-                fix = f"unset {name}; " + (
+                fix += "; " + (
                     f"use {works.how(meant)}"
                     if works
                     else f"{engine_label} has no knob for {meant}"
                 )
-            else:
-                fix = f"unset {name}"
             findings.append(
                 _finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}", fix=fix)
             )

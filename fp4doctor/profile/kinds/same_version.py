@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from fp4doctor import released
 from fp4doctor.facts import Gpu
 from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
 from fp4doctor.profile.yamlnode import Node
@@ -55,5 +56,21 @@ class SameVersion(Kind):
         return f"`{self.follower}` installed at the same version as `{self.leader}`"
 
     def default_fix(self, ctx: Context) -> str | None:
-        leader = ctx.version(self.leader) or f"<{self.leader} version>"
-        return f"pip install {self.follower}=={leader}"
+        leader = ctx.version(self.leader)
+        if leader is None:
+            return f"pip install {self.follower}=={'<' + self.leader + ' version>'}"
+        if released.exists(self.follower, leader) is not False:
+            return f"pip install {self.follower}=={leader}"
+        # No such release to pin (flashinfer-cubin has no 0.6.16.post3 on PyPI): both at the
+        # newest version the index has for each, not newer than the installed one.
+        common = released.newest_common(self.follower, self.leader, leader)
+        if common is None:
+            return (
+                f"{self.follower} {leader} is not on the package index: install {self.leader} "
+                f"at a version that has a {self.follower} release"
+            )
+        return (
+            f"pip install '{self.leader}=={common}' '{self.follower}=={common}' "
+            f"({self.follower} {leader} is not on PyPI, this pair is the newest there; or "
+            f"install {self.follower}=={leader} from the wheel index that has it)"
+        )
