@@ -104,7 +104,9 @@ def test_slow_only_warns(tmp_path: Path) -> None:
     )
     report = diagnose(Question(facts_file=path))
     slow = [
-        f for f in report.families[0].evaluation.verdicts["flashinfer-cudnn"].findings if ".advisory." in f.id
+        f
+        for f in report.families[0].evaluation.verdicts["flashinfer-cudnn"].findings
+        if ".advisory." in f.id
     ]
     assert slow and all(f.status.value == "warn" for f in slow)
     assert report.families[0].evaluation.valid("flashinfer-cudnn")

@@ -264,7 +264,11 @@ def test_a_backend_the_engine_cannot_reach_is_not_valid_and_the_package_fix_is_g
     # FlashInfer imports and has no knob for Marlin, which alone would run here.
     report = diagnose(Question(facts_file=str(HOSTS / "a100.json")))
     assert not report.families[0].evaluation.valid("marlin")
-    knob = next(f for f in report.families[0].evaluation.verdicts["marlin"].findings if f.id.endswith(".knob"))
+    knob = next(
+        f
+        for f in report.families[0].evaluation.verdicts["marlin"].findings
+        if f.id.endswith(".knob")
+    )
     assert knob.fix is not None and "pip uninstall flashinfer-python" in knob.fix
     choice = next(f for f in report.families[0].resolution.findings if f.id == "resolve.choice")
     assert choice.status.blocking and choice.fix == knob.fix

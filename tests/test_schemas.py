@@ -269,7 +269,9 @@ def test_no_verdict_judges_no_backend() -> None:
     document = _reports()["nvml-mismatch"]
     assert document["outcome"] == "no verdict"
     assert {b["valid"] for b in document["families"]["linear"]["backends"].values()} == {None}
-    assert {b["problem"] for b in document["families"]["linear"]["backends"].values()} == {render.NO_VERDICT_TEXT}
+    assert {b["problem"] for b in document["families"]["linear"]["backends"].values()} == {
+        render.NO_VERDICT_TEXT
+    }
     for family in document.get("families", {}).values():
         assert {b["valid"] for b in family["backends"].values()} == {None}
 
@@ -283,7 +285,9 @@ def test_the_report_schema_ties_outcome_exit_code_and_ready() -> None:
     finding = {**document["findings"][0], "status": "ok"}
     assert schema_errors({**document, "findings": [finding]})
     assert schema_errors({**document, "new_key": 1})
-    backends = {k: {**b, "valid": None} for k, b in document["families"]["linear"]["backends"].items()}
+    backends = {
+        k: {**b, "valid": None} for k, b in document["families"]["linear"]["backends"].items()
+    }
     assert schema_errors({**document, "backends": backends}), "null only under no verdict"
     families = {
         name: {

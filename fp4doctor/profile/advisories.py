@@ -17,7 +17,7 @@ from fp4doctor.profile import triggers
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.package import Package
-from fp4doctor.profile.model import SYMPTOMS, Advisory, Profile, Requirement
+from fp4doctor.profile.model import SYMPTOMS, Advisory, Backend, Profile, Requirement
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 
 SCHEMA = 1
@@ -39,6 +39,7 @@ _KEYS = (
     "reason",
     "fixed_in",
     "workaround",
+    "alternatives",
     "source",
     "fix_source",
     "verified",
@@ -65,6 +66,7 @@ class KnownIssue:
     shapes: str | None = None
     fixed_in: str | None = None
     workaround: str | None = None
+    alternatives: tuple[str, ...] = ()  # backends to use instead, named where they run here
     fix_source: str | None = None
     line: int = 0
 
@@ -84,7 +86,7 @@ class KnownIssue:
             conds.append(Requirement(Package(dist, spec), id=dist, line=self.line))
         return tuple(conds)
 
-    def advisory(self) -> Advisory:
+    def advisory(self, alternatives: tuple[str, ...] = ()) -> Advisory:
         fix = self.workaround
         if self.fixed_in and not fix:
             fix = f"pip install -U '{self.package}>={self.fixed_in}'"
@@ -99,6 +101,7 @@ class KnownIssue:
             shapes=self.shapes,
             fixed_in=self.fixed_in,
             trigger=self.trigger,
+            alternatives=alternatives,
         )
 
 
@@ -154,6 +157,7 @@ def _issue(node: Node) -> KnownIssue:
         shapes=optional(f, "shapes", _text_or_null),
         fixed_in=optional(f, "fixed_in", _text_or_null),
         workaround=optional(f, "workaround", _text_or_null),
+        alternatives=optional(f, "alternatives", Node.texts) or (),
         fix_source=optional(f, "fix_source", _text_or_null),
         line=node.line,
     )
@@ -172,12 +176,17 @@ def attach(prof: Profile, issues: tuple[KnownIssue, ...]) -> Profile:
     for issue in issues:
         if not issue.applies_to(prof.target):
             continue
+        family = [b for b in backends.values() if b.family == issue.family]
+
+        def named(b: Backend, name: str) -> bool:
+            return b.name in (name, f"{name}-{b.family}") or name in b.aliases
+
+        alternatives = tuple(b.name for n in issue.alternatives for b in family if named(b, n))
         for name in issue.backends:
             for key, b in backends.items():
-                named = b.name in (name, f"{name}-{b.family}") or name in b.aliases
-                if b.family == issue.family and named:
+                if b.family == issue.family and named(b, name):
                     backends[key] = dataclasses.replace(
-                        b, advisories=(*b.advisories, issue.advisory())
+                        b, advisories=(*b.advisories, issue.advisory(alternatives))
                     )
     if backends == prof.backends:
         return prof

@@ -129,6 +129,7 @@ class Advisory:
     shapes: str | None = None  # when it depends on shapes or dtypes, in words
     fixed_in: str | None = None  # the first release of the bad package with the fix
     trigger: Trigger = field(default_factory=Trigger)  # none: it strikes on any run
+    alternatives: tuple[str, ...] = ()  # backends to use instead, named in a fix where valid
 
     @property
     def per_gpu(self) -> bool:

@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from fp4doctor import facts as F
 from fp4doctor.deployment import Deployment
-from fp4doctor.findings import Finding, Kind, apply_ignores
+from fp4doctor.findings import Finding, Kind, Status, apply_ignores
 from fp4doctor.profile.kinds import Context
 from fp4doctor.profile.model import FAMILY_LINEAR, Era, Profile
 from fp4doctor.rules import live
@@ -96,6 +96,21 @@ class Evaluation:
     def no_verdict(self) -> bool:
         """True when the facts or the version are too far off to judge (exit code 3)."""
         return not self.engine.covered or says_no_verdict(self.host)
+
+
+def with_alternatives(verdict: Verdict, verdicts: Mapping[str, Verdict]) -> Verdict:
+    """A known bug's fix names the backends to use instead only where they are valid here (a
+    fix never points at a backend the same report refuses)."""
+    out = []
+    for f in verdict.findings:
+        alternatives = f.details.get("alternatives") if f.kind is Kind.ADVISORY else None
+        if alternatives and f.status is not Status.PASS:
+            valid = [a for a in alternatives if a in verdicts and verdicts[a].valid]
+            if valid:
+                instead = f"or use {' or '.join(valid)}"
+                f = replace(f, fix=f"{f.fix}; {instead}" if f.fix else instead)
+        out.append(f)
+    return replace(verdict, findings=tuple(out))
 
 
 def engine_version(profile: Profile, host: F.HostFacts, override: str | None) -> EngineVersion:
@@ -188,6 +203,7 @@ def evaluate(
         for backend in profile.backends.values()
     }
     verdicts, unowned = live.merge(profile, verdicts, live_results)
+    verdicts = {name: with_alternatives(v, verdicts) for name, v in verdicts.items()}
     verdicts = {name: replace(v, findings=owned(v.findings)) for name, v in verdicts.items()}
     env_findings, selection = lint(profile, era, ctx, verdicts, label)
     auto_order = tuple(s.backend for s in era.auto if conditions_hold(s.conditions, ctx))

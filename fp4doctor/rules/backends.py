@@ -226,6 +226,8 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
     for gpu in gpus:
         if active and all(c.check(ctx, gpu).ok for c in active):
             details: dict[str, object] = {"effect": advisory.effect}
+            if advisory.alternatives:
+                details["alternatives"] = list(advisory.alternatives)
             if advisory.fixed_in:
                 details["fixed_in"] = advisory.fixed_in
             out.append(

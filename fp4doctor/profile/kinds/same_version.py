@@ -72,5 +72,5 @@ class SameVersion(Kind):
         return (
             f"pip install '{self.leader}=={common}' '{self.follower}=={common}' "
             f"({self.follower} {leader} is not on PyPI, this pair is the newest there; or "
-            f"install {self.follower}=={leader} from the wheel index that has it)"
+            f"{self.follower} {leader} from the wheel index that has it)"
         )
