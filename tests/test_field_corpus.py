@@ -108,3 +108,27 @@ def test_unknowable_is_a_reason_and_excludes_caught(tmp_path: Path) -> None:
         path.write_text(yaml.safe_dump({**data, **bad}), encoding="utf-8")
         with pytest.raises(corpus.CaseError, match=message):
             corpus.parse_case(path)
+
+
+def test_every_case_is_dated_and_the_newest_fifth_is_held_out() -> None:
+    """`reported` dates every case; held_out() is the newest round(n/5) of them, by date."""
+    held = corpus.held_out(CASES)
+    assert len(held) == round(len(CASES) / corpus.HOLD_OUT_SHARE)
+    newest = min(c.reported for c in CASES if c.id in held)
+    assert all(c.reported <= newest for c in CASES if c.id not in held)
+    assert all(c.reported_source for c in CASES)
+
+
+def test_a_case_without_a_report_date_is_refused(tmp_path: Path) -> None:
+    """A case must say when it was reported (YYYY-MM-DD) and where the date was read."""
+    import yaml
+
+    case = CASES[0]
+    data = yaml.safe_load(case.path.read_text(encoding="utf-8"))
+    cases_dir = tmp_path / "cases"
+    cases_dir.mkdir()
+    path = cases_dir / case.path.name
+    for bad in ({"reported": "July 2026"}, {"reported": None}):
+        path.write_text(yaml.safe_dump({**data, **bad}), encoding="utf-8")
+        with pytest.raises(corpus.CaseError, match="reported"):
+            corpus.parse_case(path)

@@ -10,6 +10,10 @@ is empty, so host facts alone tell what is wrong. In scope: the case has no `unk
 (outside what a pre-flight can know even with the model); those are counted apart and listed with
 their reason. It also lists cases whose `caught_since` no longer matches the outcome, the ones to
 flip in the YAML.
+
+Held out: the newest fifth of the corpus by report date (`reported`; corpus.held_out) is counted
+apart from the rest, so a rule fitted to the older cases shows how it does on reports it was not
+written from.
 """
 
 from __future__ import annotations
@@ -44,8 +48,13 @@ def _rate(caught: int, total: int) -> str:
     return f"{caught}/{total} ({pct})"
 
 
-def summarise(verdicts: Sequence[Any]) -> dict[str, Any]:
-    """The numbers the report prints: overall, knowable, per category and per need."""
+def _in_scope(verdicts: Sequence[Any]) -> dict[str, int]:
+    scoped = [v for v in verdicts if v.case.unknowable is None]
+    return {"caught_in_scope": sum(v.caught for v in scoped), "in_scope": len(scoped)}
+
+
+def summarise(verdicts: Sequence[Any], held: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The numbers the report prints: overall, knowable, held out, per category and per need."""
     by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     by_need: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for v in verdicts:
@@ -61,9 +70,25 @@ def summarise(verdicts: Sequence[Any]) -> dict[str, Any]:
         for need in v.case.needs or ("none",):
             in_scope_needs[need][0] += v.caught
             in_scope_needs[need][1] += 1
+    newest = [v for v in verdicts if v.case.id in held]
+    older = [v for v in verdicts if v.case.id not in held]
     return {
         "caught": sum(v.caught for v in verdicts),
         "total": len(verdicts),
+        "held_out": {
+            "newest_fifth": {
+                "caught": sum(v.caught for v in newest),
+                "total": len(newest),
+                "since": min((v.case.reported for v in newest), default=None),
+                "cases": sorted(v.case.id for v in newest),
+                **_in_scope(newest),
+            },
+            "rest": {
+                "caught": sum(v.caught for v in older),
+                "total": len(older),
+                **_in_scope(older),
+            },
+        },
         "caught_knowable": sum(v.caught for v in knowable),
         "knowable": len(knowable),
         "caught_in_scope": sum(v.caught for v in in_scope),
@@ -88,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     corpus = load_corpus()
-    summary = summarise(corpus.judge_all(corpus.load_cases()))
+    cases = corpus.load_cases()
+    summary = summarise(corpus.judge_all(cases), corpus.held_out(cases))
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -96,6 +122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"caught / total:    {_rate(summary['caught'], summary['total'])}")
     print(f"caught / knowable: {_rate(summary['caught_knowable'], summary['knowable'])}")
     print(f"caught / in scope: {_rate(summary['caught_in_scope'], summary['in_scope'])}")
+    newest, rest = summary["held_out"]["newest_fifth"], summary["held_out"]["rest"]
+    print(
+        f"held out, newest fifth (reported {newest['since']} on): "
+        f"{_rate(newest['caught'], newest['total'])}, "
+        f"in scope {_rate(newest['caught_in_scope'], newest['in_scope'])}"
+    )
+    print(
+        f"the rest (older reports):                   {_rate(rest['caught'], rest['total'])}, "
+        f"in scope {_rate(rest['caught_in_scope'], rest['in_scope'])}"
+    )
     print("\nby category:")
     for name, n in summary["by_category"].items():
         print(f"  {name:<12} {_rate(n['caught'], n['total'])}")

@@ -12,15 +12,27 @@ facts alone say what is wrong, without the model's shapes, MoE internals or a li
 with an `unknowable: <why>` sentence is out of what a pre-flight can know even with the model
 (MXFP4 rather than NVFP4, a runtime-only hang with no version boundary, ...): it keeps its
 expectations and stays a strict xfail, and the report counts it apart (*in scope*: the others).
+
+Every failure case carries `reported` (the date of the report's opening post) so the corpus can be
+split by date: `held_out()` names the newest fifth, the part a rule written from the older cases
+has not seen.
+
+The precision corpus (`working/cases/<id>.yaml`, `working/hosts/<id>.json`) is the other side: setups that
+public sources report running NVFP4 correctly. Its cases run with `--format json` and *hold* when
+the doctor exits 0 (READY) and, per family the source names, its choice is that backend; a case
+that does not hold lists the failing findings that blocked it (`WorkingVerdict.blocking`).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +42,14 @@ FIELD_DIR = Path(__file__).resolve().parent
 REPO_ROOT = FIELD_DIR.parent.parent
 CASES_DIR = FIELD_DIR / "cases"
 HOSTS_DIR = FIELD_DIR / "hosts"
+WORKING_DIR = FIELD_DIR / "working" / "cases"
+WORKING_HOSTS_DIR = FIELD_DIR / "working" / "hosts"
 
 TARGETS = ("vllm", "sglang", "trtllm", "flashinfer")
 CATEGORIES = ("arch", "moe", "bad-release", "packaging", "jit", "cudnn", "shape", "knob", "other")
 NEEDS = ("moe", "model", "unknowable")
+FAMILIES = ("linear", "moe")
+HOLD_OUT_SHARE = 5  # the newest 1/5 of the failure corpus, by report date, is held out
 
 # Variables from the outer environment that could change a verdict: engine knobs, FlashInfer and
 # Triton settings, GPU selection and fp4doctor's own switches. They are removed while a case runs.
@@ -63,6 +79,10 @@ class Case:
     caught_since: str | None
     path: Path = field(compare=False)
     unknowable: str | None = None  # why no pre-flight can know it, even with the model
+    reported: str = ""  # ISO date of the report's opening post (or the estimate in reported_source)
+    reported_source: str = ""  # where the date was read, or how it was bounded
+    kind: str = "failure"  # "working": a setup reported to run correctly (the precision corpus)
+    expect_pick: tuple[tuple[str, str], ...] = ()  # (family, backend) the source names
 
     @property
     def knowable(self) -> bool:
@@ -76,7 +96,8 @@ class Case:
 
     @property
     def host_path(self) -> Path:
-        return HOSTS_DIR / f"{self.id}.json"
+        hosts = WORKING_HOSTS_DIR if self.kind == "working" else HOSTS_DIR
+        return hosts / f"{self.id}.json"
 
     def argv(self) -> list[str]:
         """The full fp4doctor argument list: the case's command against its host snapshot."""
@@ -89,6 +110,8 @@ class Case:
         args += ["--facts", str(self.host_path)]
         if args[0] == "check":
             args.append("--no-smoke")
+        if self.kind == "working":
+            args += ["--format", "json"]
         return args
 
 
@@ -98,6 +121,7 @@ class Run:
 
     exit_code: int
     output: str  # stdout and stderr together
+    stdout: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,42 @@ class Verdict:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class WorkingVerdict:
+    """Whether the doctor said READY, with the source's backend, on a setup reported working."""
+
+    case: Case
+    run: Run
+    chosen: tuple[tuple[str, str], ...]  # (family, backend the doctor settles on)
+    blocking: tuple[str, ...]  # failing findings (advisory ids where they are advisories)
+
+    @property
+    def wrong_picks(self) -> tuple[str, ...]:
+        got = dict(self.chosen)
+        return tuple(
+            f"{fam}: {want} (doctor: {got.get(fam) or 'none'})"
+            for fam, want in self.case.expect_pick
+            if got.get(fam) != want
+        )
+
+    @property
+    def held(self) -> bool:
+        return self.run.exit_code == self.case.expect_exit and not self.wrong_picks
+
+    def explain(self) -> str:
+        """One line: held, or the exit code, the blocking findings and the wrong picks."""
+        if self.held:
+            return "ready, as reported"
+        parts = []
+        if self.run.exit_code != self.case.expect_exit:
+            parts.append(f"exit {self.run.exit_code}")
+            if self.blocking:
+                parts.append("blocked by " + ", ".join(self.blocking))
+        if self.wrong_picks:
+            parts.append("picks " + "; ".join(self.wrong_picks))
+        return "; ".join(parts)
+
+
 # --- loading -----------------------------------------------------------------------------------
 
 
@@ -145,20 +205,43 @@ def _strings(data: Mapping[str, Any], key: str, where: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_case(path: Path) -> Case:
-    """Read and check one case file."""
+def _reported(data: Mapping[str, Any], where: Path) -> tuple[str, str]:
+    """The `reported` date (YAML date or ISO text) and where it was read."""
+    value = data.get("reported")
+    text = value.isoformat() if isinstance(value, date) else value
+    if not isinstance(text, str) or not _DATE_RE.fullmatch(text):
+        raise CaseError(f"{where}: 'reported' must be a date (YYYY-MM-DD)")
+    source = _require(data, "reported_source", str, where)
+    return text, source
+
+
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _load(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise CaseError(f"{path}: expected a mapping")
-    case_id = _require(data, "id", str, path)
-    if case_id != path.stem:
-        raise CaseError(f"{path}: id '{case_id}' does not match the file name")
+    if data.get("id") != path.stem:
+        raise CaseError(f"{path}: id '{data.get('id')}' does not match the file name")
+    target = data.get("target")
+    if target not in TARGETS:
+        raise CaseError(f"{path}: target must be one of {', '.join(TARGETS)}")
+    command = _require(data, "command", str, path)
+    if f"--target {target}" not in command:
+        raise CaseError(f"{path}: command must say --target {target}")
+    return data
+
+
+def parse_case(path: Path) -> Case:
+    """Read and check one case file."""
+    data = _load(path)
+    case_id = data["id"]
+    target = data["target"]
     link = _require(data, "link", str, path)
     if not link.startswith("https://github.com/") or not ("/issues/" in link or "/pull/" in link):
         raise CaseError(f"{path}: link must be a GitHub issue or pull request")
-    target = _require(data, "target", str, path)
-    if target not in TARGETS:
-        raise CaseError(f"{path}: target must be one of {', '.join(TARGETS)}")
+    reported, reported_source = _reported(data, path)
     category = _require(data, "category", str, path)
     if category not in CATEGORIES:
         raise CaseError(f"{path}: category must be one of {', '.join(CATEGORIES)}")
@@ -168,9 +251,7 @@ def parse_case(path: Path) -> Case:
         raise CaseError(f"{path}: needs may only hold {', '.join(NEEDS)} (got {unknown[0]!r})")
     expect = _require(data, "expect", dict, path)
     expect_exit = _require(expect, "exit", int, path)
-    command = _require(data, "command", str, path)
-    if f"--target {target}" not in command:
-        raise CaseError(f"{path}: command must say --target {target}")
+    command = data["command"]
     caught_since = data.get("caught_since")
     if caught_since is not None and not isinstance(caught_since, str):
         raise CaseError(f"{path}: 'caught_since' must be a string or null")
@@ -194,6 +275,47 @@ def parse_case(path: Path) -> Case:
         caught_since=caught_since,
         path=path,
         unknowable=unknowable,
+        reported=reported,
+        reported_source=reported_source,
+    )
+    if not case.host_path.is_file():
+        raise CaseError(f"{path}: no host snapshot {case.host_path.name}")
+    return case
+
+
+def parse_working(path: Path) -> Case:
+    """Read and check one precision-corpus case (a setup a public source reports working)."""
+    data = _load(path)
+    link = _require(data, "link", str, path)
+    if not link.startswith("https://"):
+        raise CaseError(f"{path}: link must be the https address of the source")
+    expect = _require(data, "expect", dict, path)
+    if expect.get("ready") is not True:
+        raise CaseError(f"{path}: a working case expects 'ready: true'")
+    pick = expect.get("pick") or {}
+    if not isinstance(pick, dict) or not all(
+        f in FAMILIES and isinstance(b, str) for f, b in pick.items()
+    ):
+        raise CaseError(f"{path}: 'expect.pick' maps a family (linear, moe) to a backend name")
+    reported, reported_source = _reported(data, path)
+    case = Case(
+        id=data["id"],
+        link=link,
+        title=_require(data, "title", str, path),
+        summary=_require(data, "summary", str, path),
+        target=data["target"],
+        command=data["command"],
+        expect_exit=0,
+        expect_names=(),
+        category="other",
+        needs=(),
+        synthetic=_strings(data, "synthetic", path),
+        caught_since=None,
+        path=path,
+        reported=reported,
+        reported_source=reported_source,
+        kind="working",
+        expect_pick=tuple(sorted(pick.items())),
     )
     if not case.host_path.is_file():
         raise CaseError(f"{path}: no host snapshot {case.host_path.name}")
@@ -203,6 +325,18 @@ def parse_case(path: Path) -> Case:
 def load_cases(directory: Path = CASES_DIR) -> list[Case]:
     """Every case of the corpus, sorted by id."""
     return [parse_case(p) for p in sorted(directory.glob("*.yaml"))]
+
+
+def load_working(directory: Path = WORKING_DIR) -> list[Case]:
+    """Every case of the precision corpus, sorted by id."""
+    return [parse_working(p) for p in sorted(directory.glob("*.yaml"))]
+
+
+def held_out(cases: Iterable[Case]) -> frozenset[str]:
+    """The ids of the newest fifth of the cases by report date (ties broken by id, newest last)."""
+    ordered = sorted(cases, key=lambda c: (c.reported, c.id))
+    n = max(1, round(len(ordered) / HOLD_OUT_SHARE)) if ordered else 0
+    return frozenset(c.id for c in ordered[len(ordered) - n :])
 
 
 # --- running and judging -----------------------------------------------------------------------
@@ -233,7 +367,7 @@ def run_case(case: Case) -> Run:
     output = result.output
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         output += f"\n[field corpus] crashed: {result.exception!r}"
-    return Run(exit_code=result.exit_code, output=output)
+    return Run(exit_code=result.exit_code, output=output, stdout=result.stdout)
 
 
 def judge_case(case: Case, run: Run | None = None) -> Verdict:
@@ -246,3 +380,33 @@ def judge_case(case: Case, run: Run | None = None) -> Verdict:
 
 def judge_all(cases: Iterable[Case]) -> list[Verdict]:
     return [judge_case(c) for c in cases]
+
+
+_GPU_SUFFIX = re.compile(r"\.gpu\d+$")
+
+
+def judge_working(case: Case, run: Run | None = None) -> WorkingVerdict:
+    """Run a precision-corpus case (unless a run is given): READY, with the source's backend?"""
+    run = run if run is not None else run_case(case)
+    try:
+        report = json.loads(run.stdout)
+    except ValueError:
+        report = {}
+    families = report.get("families") or {}
+    chosen = tuple(
+        sorted(
+            (fam, ((body.get("resolution") or {}).get("chosen") or ""))
+            for fam, body in families.items()
+        )
+    )
+    # What blocked READY: the failing findings of the backends the engine picks by itself.
+    auto = {body.get("engine_auto") for body in families.values()} - {None}
+    blocking: list[str] = []
+    for finding in report.get("findings") or []:
+        if finding.get("status") != "fail" or finding.get("backend") not in auto:
+            continue
+        ident = _GPU_SUFFIX.sub("", str(finding.get("id", "")))
+        ident = ident.split(".advisory.", 1)[1] if ".advisory." in ident else ident
+        if ident not in blocking:
+            blocking.append(ident)
+    return WorkingVerdict(case=case, run=run, chosen=chosen, blocking=tuple(blocking))
