@@ -3,6 +3,7 @@
     python tools/field_corpus.py            # totals, per category, per needs
     python tools/field_corpus.py --misses   # also one line per case not caught
     python tools/field_corpus.py --json     # the same numbers as JSON
+    python tools/field_corpus.py --working  # also the precision corpus, one line per case
 
 Caught: the doctor exits with the expected code and names everything the case expects (the rule
 in tests/field/corpus.py, shared with tests/test_field_corpus.py). Knowable: the case's `needs`
@@ -10,6 +11,9 @@ is empty, so host facts alone tell what is wrong. In scope: the case has no `unk
 (outside what a pre-flight can know even with the model); those are counted apart and listed with
 their reason. It also lists cases whose `caught_since` no longer matches the outcome, the ones to
 flip in the YAML.
+
+Precision: the setups reported working (tests/field/working/) that end READY with the backend the
+source names; a false NOT READY there is counted like a missed crash.
 
 Held out: the newest fifth of the corpus by report date (`reported`; corpus.held_out) is counted
 apart from the rest, so a rule fitted to the older cases shows how it does on reports it was not
@@ -110,11 +114,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--misses", action="store_true", help="list every case not caught")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument(
+        "--working", action="store_true", help="list every precision case and what blocked it"
+    )
     args = parser.parse_args(argv)
 
     corpus = load_corpus()
     cases = corpus.load_cases()
     summary = summarise(corpus.judge_all(cases), corpus.held_out(cases))
+    working = [corpus.judge_working(c) for c in corpus.load_working()]
+    summary["precision"] = {
+        "ready": sum(v.held for v in working),
+        "total": len(working),
+        "false_not_ready": {v.case.id: v.explain() for v in working if not v.held},
+    }
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -131,6 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"the rest (older reports):                   {_rate(rest['caught'], rest['total'])}, "
         f"in scope {_rate(rest['caught_in_scope'], rest['in_scope'])}"
+    )
+    precision = summary["precision"]
+    print(
+        f"precision (working setups READY as reported): "
+        f"{_rate(precision['ready'], precision['total'])}"
     )
     print("\nby category:")
     for name, n in summary["by_category"].items():
@@ -149,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ncaught_since to update (outcome changed):")
         for case_id in summary["stale_flags"]:
             print(f"  {case_id}")
+    if args.working and precision["false_not_ready"]:
+        print("\nworking setups not READY as reported:")
+        for case_id, why in precision["false_not_ready"].items():
+            print(f"  {case_id}: {why}")
     if args.misses:
         print("\nnot caught:")
         for case_id, why in summary["misses"].items():

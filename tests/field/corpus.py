@@ -17,10 +17,11 @@ Every failure case carries `reported` (the date of the report's opening post) so
 split by date: `held_out()` names the newest fifth, the part a rule written from the older cases
 has not seen.
 
-The precision corpus (`working/cases/<id>.yaml`, `working/hosts/<id>.json`) is the other side: setups that
-public sources report running NVFP4 correctly. Its cases run with `--format json` and *hold* when
-the doctor exits 0 (READY) and, per family the source names, its choice is that backend; a case
-that does not hold lists the failing findings that blocked it (`WorkingVerdict.blocking`).
+The precision corpus (`working/cases/<id>.yaml`, `working/hosts/<id>.json`) is the other side:
+setups that public sources report running NVFP4 correctly. Its cases run with `--format json`
+and *hold* when the doctor exits 0 (READY) and, per family the source names, its choice is that
+backend; a case that does not hold lists the failing findings that blocked it
+(`WorkingVerdict.blocking`).
 """
 
 from __future__ import annotations
@@ -383,6 +384,7 @@ def judge_all(cases: Iterable[Case]) -> list[Verdict]:
 
 
 _GPU_SUFFIX = re.compile(r"\.gpu\d+$")
+_SETTINGS = ("env.", "resolve.")
 
 
 def judge_working(case: Case, run: Run | None = None) -> WorkingVerdict:
@@ -399,13 +401,18 @@ def judge_working(case: Case, run: Run | None = None) -> WorkingVerdict:
             for fam, body in families.items()
         )
     )
-    # What blocked READY: the failing findings of the backends the engine picks by itself.
-    auto = {body.get("engine_auto") for body in families.values()} - {None}
+    # What blocked READY: the failing findings of the backends the engine picks by itself, of the
+    # backends the source names, and of the engine settings (env./resolve. findings).
+    findings = [f for f in report.get("findings") or [] if f.get("status") == "fail"]
+    in_play = {body.get("engine_auto") for body in families.values()}
+    in_play |= {backend for _, backend in case.expect_pick}
+    in_play |= {f.get("backend") for f in findings if str(f.get("id", "")).startswith(_SETTINGS)}
     blocking: list[str] = []
-    for finding in report.get("findings") or []:
-        if finding.get("status") != "fail" or finding.get("backend") not in auto:
+    for finding in findings:
+        ident = str(finding.get("id", ""))
+        if finding.get("backend") not in in_play and not ident.startswith(_SETTINGS):
             continue
-        ident = _GPU_SUFFIX.sub("", str(finding.get("id", "")))
+        ident = _GPU_SUFFIX.sub("", ident)
         ident = ident.split(".advisory.", 1)[1] if ".advisory." in ident else ident
         if ident not in blocking:
             blocking.append(ident)
