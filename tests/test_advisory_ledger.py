@@ -1,0 +1,117 @@
+"""The advisory ledger (tools/advisories/): every candidate commit decided, every id resolvable.
+
+The ledger records, for each FlashInfer commit between releases that touches the FP4 paths
+(tools/advisories/walk.py's filter), whether it is encoded in profiles/advisories.yaml, proposed
+in tools/advisories/proposed.yaml, or dismissed with a reason. These tests keep the three files in
+step: a proposed entry must parse as an advisory once its `trigger`/`symptom` keys (the schema the
+lead is adding) are set aside, and the walk must list exactly the ledger's commits where the
+FlashInfer snapshot is on this machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "tools" / "advisories"
+MIRROR = Path("/work/.mirror/flashinfer-ai+flashinfer/repo")
+TRIGGER_KEYS = {
+    "ep_min",
+    "tp_min",
+    "experts_min",
+    "concurrency_min",
+    "model_arch",
+    "activation",
+    "autotune",
+    "cuda_graphs",
+    "env",
+    "flag",
+    "established_by",
+    "source",
+    "unconditional",
+    "establishable",
+}
+
+
+def _load(name: str) -> ModuleType:
+    path = HERE / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"fp4doctor_advisories_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ledger = _load("ledger")
+
+
+def test_ledger_rows_are_decided_and_resolve() -> None:
+    """Every row has a known decision; encoded/proposed ids exist in their files."""
+    rows = ledger.read(HERE / "flashinfer.tsv")
+    assert len(rows) > 500
+    known = ledger.advisory_ids(ROOT / "profiles" / "advisories.yaml")
+    proposed = ledger.advisory_ids(HERE / "proposed.yaml")
+    assert ledger.unknown_ids(rows, known, proposed) == []
+    assert not known & proposed, "a proposed id must not repeat an existing one"
+    used = {r.advisory for r in rows if r.decision == "proposed"}
+    assert used == proposed, "every proposed advisory comes from a ledger row, and back"
+    table = ledger.coverage(rows)
+    reviewed = sum(int(str(t["reviewed"])) for t in table)
+    assert reviewed <= sum(int(str(t["touching"])) for t in table)
+
+
+def test_a_malformed_row_is_refused(tmp_path: Path) -> None:
+    """A bad decision, or a dismissal without a reason, names the file and line."""
+    text = (HERE / "flashinfer.tsv").read_text(encoding="utf-8").splitlines()
+    for decision, reason in (("maybe", "a reason"), ("dismissed", "")):
+        fields = text[1].split("\t")
+        fields[6], fields[10] = decision, reason
+        path = tmp_path / "x.tsv"
+        path.write_text("\n".join([text[0], "\t".join(fields)]) + "\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=r"x\.tsv:2"):
+            ledger.read(path)
+
+
+def test_proposed_entries_parse_as_advisories() -> None:
+    """proposed.yaml is advisories.yaml's shape plus `trigger` (and `symptom`)."""
+    from fp4doctor.profile import advisories
+
+    data = yaml.safe_load((HERE / "proposed.yaml").read_text(encoding="utf-8"))
+    for entry in data["advisories"]:
+        assert set(entry["trigger"]) <= TRIGGER_KEYS, entry["id"]
+        assert entry["trigger"].get("established_by"), entry["id"]
+    plain = [
+        {k: v for k, v in e.items() if k not in ("trigger", "symptom")} for e in data["advisories"]
+    ]
+    text = yaml.safe_dump({"schema": advisories.SCHEMA, "advisories": plain}, sort_keys=False)
+    parsed = advisories.parse(text, "proposed.yaml")
+    assert len(parsed) == len(plain)
+    known = ledger.advisory_ids(ROOT / "profiles" / "advisories.yaml")
+    assert {r["id"] for r in data["revisions"]} <= known
+
+
+def test_existing_triggers_name_existing_advisories() -> None:
+    """triggers_existing.yaml keys are advisory ids, with schema keys and a source each."""
+    data = yaml.safe_load((HERE / "triggers_existing.yaml").read_text(encoding="utf-8"))
+    known = ledger.advisory_ids(ROOT / "profiles" / "advisories.yaml")
+    covered = set(data["triggers"]) | set(data["unconditional_or_structured"])
+    assert covered == known, "every advisory has a trigger or is said to need none"
+    for ident, trigger in data["triggers"].items():
+        assert set(trigger) <= TRIGGER_KEYS, ident
+        assert trigger.get("source") and trigger.get("established_by"), ident
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="needs the FlashInfer git snapshot (fetch)")
+def test_the_walk_and_the_ledger_agree() -> None:
+    """walk.py over the snapshot lists exactly the ledger's commits."""
+    walk = _load("walk")
+    found = {c.sha for c in walk.walk(MIRROR)}
+    have = {r.sha for r in ledger.read(HERE / "flashinfer.tsv")}
+    assert found == have
