@@ -115,3 +115,28 @@ def test_the_walk_and_the_ledger_agree() -> None:
     found = {c.sha for c in walk.walk(MIRROR)}
     have = {r.sha for r in ledger.read(HERE / "flashinfer.tsv")}
     assert found == have
+
+
+def test_the_filter_keeps_shipped_fp4_files_only() -> None:
+    """walk.topics_of: shipped FP4/MoE/JIT files count; tests, docs and attention do not."""
+    walk = _load("walk")
+    assert walk.topics_of(["csrc/trtllm_fused_moe_kernel_launcher.cu"]) == ("moe",)
+    assert walk.topics_of(["flashinfer/gemm/gemm_base.py", "tests/gemm/test_mm_fp4.py"]) == (
+        "fp4-gemm",
+    )
+    assert walk.topics_of(["flashinfer/jit/core.py"]) == ("jit",)
+    assert walk.topics_of(["tests/moe/test_trtllm_gen_fused_moe.py", "docs/index.rst"]) == ()
+    assert walk.topics_of(["flashinfer/attention/prefill.py"]) == ()
+
+
+def test_arch_readers_find_build_lists_and_checks() -> None:
+    """archs.py reads supported_major_versions per function and the C++ major checks."""
+    archs = _load("archs")
+    source = (
+        "def gen_x_module():\n"
+        "    return gen_jit_spec('x', nvcc_flags=f(supported_major_versions=[10, 12]))\n"
+        "def other():\n    return 1\n"
+    )
+    assert list(archs.module_archs(source)) == [("gen_x_module", "[10, 12]")]
+    cpp = 'int a = 1;\n  TVM_FFI_ICHECK_EQ(major, 10) << "needs 10.x";\n// major == 12\n'
+    assert list(archs.arch_checks(cpp)) == [(2, 'TVM_FFI_ICHECK_EQ(major, 10) << "needs 10.x";')]
