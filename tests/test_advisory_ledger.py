@@ -60,7 +60,9 @@ def test_ledger_rows_are_decided_and_resolve() -> None:
     proposed = ledger.advisory_ids(HERE / "proposed.yaml")
     assert ledger.unknown_ids(rows, known, proposed) == []
     assert not known & proposed, "a proposed id must not repeat an existing one"
-    used = {r.advisory for r in rows if r.decision == "proposed"}
+    every = [r for name in ledger.LEDGERS for r in ledger.read(HERE / name)]
+    assert ledger.unknown_ids(every, known, proposed) == []
+    used = {r.advisory for r in every if r.decision == "proposed"}
     assert used == proposed, "every proposed advisory comes from a ledger row, and back"
     table = ledger.coverage(rows)
     reviewed = sum(int(str(t["reviewed"])) for t in table)

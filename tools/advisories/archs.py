@@ -1,4 +1,4 @@
-"""Per FlashInfer release, the architectures each FP4 JIT module is built for and the C++ arch checks.
+"""Per FlashInfer release: the SM majors each FP4 JIT module builds for, and the C++ arch checks.
 
     python tools/advisories/archs.py GIT_DIR > tools/advisories/flashinfer-archs.tsv
 

@@ -42,6 +42,7 @@ COLUMNS = (
     "review",
     "reason",
 )
+LEDGERS = ("flashinfer.tsv", "sglang.tsv")  # one per project, beside this file
 DECISIONS = ("encoded", "encoded-rule", "proposed", "dismissed", "dup", "open")
 REVIEWS = ("message", "hits", "scan", "subject", "dup")
 SYMPTOMS = ("", "crash", "wrong-output", "hang", "slow")
@@ -181,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     known = advisory_ids(ROOT / "profiles" / "advisories.yaml")
     proposed = advisory_ids(HERE / "proposed.yaml")
     status = 0
-    for path in sorted(HERE.glob("*.tsv")):
+    for path in (HERE / name for name in LEDGERS):
         try:
             rows = read(path)
         except ValueError as exc:
