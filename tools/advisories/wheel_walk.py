@@ -3,7 +3,9 @@ where no git history is at hand (SGLang, vLLM).
 
     python tools/advisories/wheel_walk.py sglang WHEEL_DIR > candidates.tsv
 
-WHEEL_DIR holds `pip download --no-deps PROJECT==V` wheels of consecutive releases. A candidate is
+WHEEL_DIR holds `pip download --no-deps PROJECT==V` wheels of consecutive releases, or one folder
+per release (named by its version) holding the FP4 files extracted from that release's wheel,
+for wheels too large to keep (vLLM's are ~400 MB). A candidate is
 one (release range, file) whose text differs between the two wheels and whose path matches the
 project's FP4_PATHS; its row says how many lines were added and removed and whether an added line
 names a defect (the words walk.py's ledger scans messages for). Wheels carry no commits, so a row
@@ -54,14 +56,26 @@ def _version(path: Path, project: str) -> Version | None:
 
 
 def wheels(directory: Path, project: str) -> list[tuple[Version, Path]]:
-    """The project's wheels in the directory, oldest first (one per version)."""
+    """The project's wheels (or extracted release folders) in the directory, oldest first."""
     found = {v: p for p in directory.glob("*.whl") if (v := _version(p, project)) is not None}
+    for sub in directory.iterdir():
+        if sub.is_dir():
+            try:
+                found.setdefault(Version(sub.name), sub)
+            except InvalidVersion:
+                continue
     return sorted(found.items())
 
 
 def fp4_files(wheel: Path, project: str) -> dict[str, str]:
-    """Path -> text of every FP4 file in one wheel."""
+    """Path -> text of every FP4 file in one wheel or extracted release folder."""
     pattern = FP4_PATHS[project]
+    if wheel.is_dir():
+        return {
+            name: (wheel / name).read_text(encoding="utf-8", errors="replace")
+            for name in (p.relative_to(wheel).as_posix() for p in wheel.rglob("*.py"))
+            if pattern.search(name)
+        }
     with zipfile.ZipFile(wheel) as zf:
         return {
             name: zf.read(name).decode("utf-8", "replace")
