@@ -41,6 +41,9 @@ CPP_FILES = (
     "csrc/fp4_gemm_cutlass_sm120.cu",
     "csrc/trtllm_gemm_runner.cu",
     "csrc/trtllm_batched_gemm_runner.cu",
+    "csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch.h",
+    "csrc/nv_internal/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_gemm_template_dispatch_tma_ws.h",
+    "csrc/fused_moe/trtllm_backend/trtllm_fused_moe_routing_common.cu",
 )
 CHECK_RE = re.compile(
     r"ICHECK_(EQ|GE|LE|GT|LT|NE)\s*\(\s*(major|std::get<0>|sm|smVersion|mSM)"
