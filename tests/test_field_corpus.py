@@ -12,31 +12,16 @@ checks that a subprocess with a clean environment gives the same answer.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from field_loader import load_corpus
 
-
-def _load_corpus() -> ModuleType:
-    name = "fp4doctor_field_corpus"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = Path(__file__).parent / "field" / "corpus.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus = _load_corpus()
+corpus = load_corpus()
 CASES = corpus.load_cases()
 
 
@@ -61,16 +46,8 @@ def test_field_case(case: Any) -> None:
 
 def test_corpus_shape() -> None:
     """Enough cases, one id per file, every host snapshot loads as facts."""
-    from fp4doctor import facts
-
     assert len(CASES) >= 45
-    assert len({c.id for c in CASES}) == len(CASES)
-    hosts = sorted(p.stem for p in corpus.HOSTS_DIR.glob("*.json"))
-    assert hosts == sorted(c.id for c in CASES), "every host belongs to exactly one case"
-    for case in CASES:
-        loaded = facts.load(case.host_path)
-        assert loaded.synthetic and case.link in loaded.synthetic, case.id
-        assert loaded.gpus, case.id
+    assert corpus.shape_problems(CASES, corpus.HOSTS_DIR) == []
 
 
 def test_subprocess_agrees_with_in_process_run() -> None:

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
@@ -331,6 +331,26 @@ def load_cases(directory: Path = CASES_DIR) -> list[Case]:
 def load_working(directory: Path = WORKING_DIR) -> list[Case]:
     """Every case of the precision corpus, sorted by id."""
     return [parse_working(p) for p in sorted(directory.glob("*.yaml"))]
+
+
+def shape_problems(cases: Sequence[Case], hosts_dir: Path) -> list[str]:
+    """What is wrong with a corpus's layout: repeated ids, hosts without a case (or the reverse),
+    host snapshots that do not load, name no GPU or do not name their case's source."""
+    from fp4doctor import facts
+
+    problems = []
+    if len({c.id for c in cases}) != len(cases):
+        problems.append("an id is repeated")
+    hosts = sorted(p.stem for p in hosts_dir.glob("*.json"))
+    if hosts != sorted(c.id for c in cases):
+        problems.append(f"{hosts_dir}: every host must belong to exactly one case")
+    for case in cases:
+        loaded = facts.load(case.host_path)
+        if not (loaded.synthetic and case.link in loaded.synthetic):
+            problems.append(f"{case.id}: the host's `synthetic` does not name {case.link}")
+        if not loaded.gpus:
+            problems.append(f"{case.id}: the host lists no GPU")
+    return problems
 
 
 def held_out(cases: Iterable[Case]) -> frozenset[str]:
