@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ready": sum(v.held for v in working),
         "total": len(working),
         "false_not_ready": {v.case.id: v.explain() for v in working if not v.held},
+        "advice": {v.case.id: v.explain() for v in working if v.held and v.advice},
     }
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -170,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.working and precision["false_not_ready"]:
         print("\nworking setups not READY as reported:")
         for case_id, why in precision["false_not_ready"].items():
+            print(f"  {case_id}: {why}")
+    if args.working and precision["advice"]:
+        print("\nworking setups READY, where the doctor advises another backend:")
+        for case_id, why in precision["advice"].items():
             print(f"  {case_id}: {why}")
     if args.misses:
         print("\nnot caught:")

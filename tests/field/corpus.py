@@ -19,9 +19,11 @@ has not seen.
 
 The precision corpus (`working/cases/<id>.yaml`, `working/hosts/<id>.json`) is the other side:
 setups that public sources report running NVFP4 correctly. Its cases run with `--format json`
-and *hold* when the doctor exits 0 (READY) and, per family the source names, its choice is that
-backend; a case that does not hold lists the failing findings that blocked it
-(`WorkingVerdict.blocking`).
+and *hold* when the doctor exits 0 (READY) and, per family the source names, the backend the
+setup runs as the doctor models it (the engine's own pick, or the backend the command requires
+when the source passed its flag) is that backend; a case that does not hold lists the failing
+findings that blocked it (`WorkingVerdict.blocking`), and a held case whose recommended choice
+differs says so (`WorkingVerdict.advice`).
 """
 
 from __future__ import annotations
@@ -161,14 +163,31 @@ class WorkingVerdict:
     run: Run
     chosen: tuple[tuple[str, str], ...]  # (family, backend the doctor settles on)
     blocking: tuple[str, ...]  # failing findings (advisory ids where they are advisories)
+    engine: tuple[tuple[str, str], ...] = ()  # (family, backend the engine picks by itself)
+
+    @property
+    def picked(self) -> dict[str, str]:
+        """Per family, what the source's setup runs as the doctor models it: the backend the
+        command requires (the source passed its flag), else the engine's own pick."""
+        return dict(self.chosen) if "--require" in self.case.command else dict(self.engine)
 
     @property
     def wrong_picks(self) -> tuple[str, ...]:
-        got = dict(self.chosen)
+        got = self.picked
         return tuple(
             f"{fam}: {want} (doctor: {got.get(fam) or 'none'})"
             for fam, want in self.case.expect_pick
             if got.get(fam) != want
+        )
+
+    @property
+    def advice(self) -> tuple[str, ...]:
+        """Families where the doctor's choice leaves the backend the setup runs."""
+        picked = self.picked
+        return tuple(
+            f"{fam}: advises {mine} over {picked[fam]}"
+            for fam, mine in self.chosen
+            if picked.get(fam) and mine and mine != picked[fam]
         )
 
     @property
@@ -178,7 +197,8 @@ class WorkingVerdict:
     def explain(self) -> str:
         """One line: held, or the exit code, the blocking findings and the wrong picks."""
         if self.held:
-            return "ready, as reported"
+            note = f" ({'; '.join(self.advice)})" if self.advice else ""
+            return "ready, as reported" + note
         parts = []
         if self.run.exit_code != self.case.expect_exit:
             parts.append(f"exit {self.run.exit_code}")
@@ -421,6 +441,7 @@ def judge_working(case: Case, run: Run | None = None) -> WorkingVerdict:
             for fam, body in families.items()
         )
     )
+    engine = tuple(sorted((fam, body.get("engine_auto") or "") for fam, body in families.items()))
     # What blocked READY: the failing findings of the backends the engine picks by itself, of the
     # backends the source names, and of the engine settings (env./resolve. findings).
     findings = [f for f in report.get("findings") or [] if f.get("status") == "fail"]
@@ -436,4 +457,6 @@ def judge_working(case: Case, run: Run | None = None) -> WorkingVerdict:
         ident = ident.split(".advisory.", 1)[1] if ".advisory." in ident else ident
         if ident not in blocking:
             blocking.append(ident)
-    return WorkingVerdict(case=case, run=run, chosen=chosen, blocking=tuple(blocking))
+    return WorkingVerdict(
+        case=case, run=run, chosen=chosen, blocking=tuple(blocking), engine=engine
+    )
