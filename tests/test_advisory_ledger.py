@@ -82,16 +82,16 @@ def test_a_malformed_row_is_refused(tmp_path: Path) -> None:
 
 
 def test_proposed_entries_parse_as_advisories() -> None:
-    """proposed.yaml is advisories.yaml's shape plus `trigger` (and `symptom`)."""
+    """proposed.yaml is advisories.yaml's shape, trigger included, plus `trigger_evidence` (and
+    `symptom`), which are dropped on merging."""
     from fp4doctor.profile import advisories
 
     data = yaml.safe_load((HERE / "proposed.yaml").read_text(encoding="utf-8"))
     for entry in data["advisories"]:
-        assert set(entry["trigger"]) <= TRIGGER_KEYS, entry["id"]
-        assert entry["trigger"].get("established_by"), entry["id"]
-    plain = [
-        {k: v for k, v in e.items() if k not in ("trigger", "symptom")} for e in data["advisories"]
-    ]
+        assert set(entry["trigger_evidence"]) <= TRIGGER_KEYS, entry["id"]
+        assert entry["trigger_evidence"].get("established_by"), entry["id"]
+    extra = ("trigger_evidence", "symptom")
+    plain = [{k: v for k, v in e.items() if k not in extra} for e in data["advisories"]]
     text = yaml.safe_dump({"schema": advisories.SCHEMA, "advisories": plain}, sort_keys=False)
     parsed = advisories.parse(text, "proposed.yaml")
     assert len(parsed) == len(plain)
