@@ -187,7 +187,8 @@ def resolve(
     elif require == REQUIRE_NATIVE:
         allowed = [b for b in allowed if profile.backends[b].native]
 
-    auto_order = list(evaluation.auto_order)
+    engine_pick = evaluation.engine_pick
+    auto_order = list(engine_pick.order)
     chosen: str | None = None
     for member in (b for b in preferred_family if b in allowed):
         if usable(member):
@@ -210,8 +211,8 @@ def resolve(
         notes.append(f"using {chosen}, of the same family as {prefer or require}")
 
     # Say when the engine, left alone, would pick something that does not work here.
-    auto = evaluation.engine_auto
-    if auto is not None and not evaluation.valid(auto):
+    auto = engine_pick.backend
+    if auto is not None and engine_pick.fails:
         # A known crash or wrong output on the backend the engine will pick as configured is
         # not a detour `env` takes care of: the host as it stands is not ready.
         # With --require or --prefer naming the backend chosen, the user passes its knob: the
@@ -228,7 +229,9 @@ def resolve(
                 kind=Kind.ENGINE_PICK,
             )
         )
-    elif auto is None and evaluation.facts.gpus and (era.auto or not era.knobs):
+    elif (
+        auto is None and engine_pick.known and evaluation.facts.gpus and (era.auto or not era.knobs)
+    ):
         # (A library used directly, with no automatic order but a knob, picks nothing by
         # itself: the caller chooses. Not a warning.)
         findings.append(

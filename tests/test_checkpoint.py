@@ -121,6 +121,7 @@ def test_formats_schemes_and_exclusions() -> None:
         "qwen3-30b-a3b-fp4": "modelopt-nvfp4",
         "qwen3-32b-nvfp4": "ct-nvfp4",
         "llama-3.1-8b-instruct-nvfp4a16": "ct-nvfp4a16",
+        "qwen3-30b-a3b-nvfp4a16": "ct-nvfp4a16",
         "qwen2.5-72b-instruct-nvfp4": "ct-nvfp4",
     }
     ds = {c.name: c for c in _load("deepseek-r1-fp4").layers}

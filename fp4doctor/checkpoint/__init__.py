@@ -28,9 +28,6 @@ from fp4doctor.checkpoint.source import Remote, load_json, locate
 
 __all__ = ["Checkpoint", "CheckpointError", "LayerClass", "MoeActivation", "RankGemm", "load"]
 
-# The expert projections that make a gated MoE (a gate beside the up projection).
-_GATED_PARTS = ("gate_proj", "gate_up_proj", "w1", "w3")
-
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -73,8 +70,7 @@ class Checkpoint:
         experts = next((c for c in self.layers if c.fp4 and c.name == "experts.gate_up"), None)
         if experts is None:
             return None
-        gated = len(experts.parts) == 2 or experts.example.rsplit(".", 1)[-1] in _GATED_PARTS
-        return read_activation(self.config, gated)
+        return read_activation(self.config, experts.gated)
 
     def gemms(self, tp: int = 1, ep: int = 1) -> list[RankGemm]:
         """Each layer class's GEMM on one rank at this parallel size."""

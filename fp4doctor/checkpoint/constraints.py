@@ -76,14 +76,33 @@ class FormatSupport:
 
 
 @dataclass(frozen=True)
+class PickStep:
+    """One step of an engine's own choice for weight-only layers: `backend` when the GPUs'
+    compute capability is one of `compute_capability` (empty: any) and it is supported here;
+    `forced`: taken whether or not it is supported (the engine then raises at load)."""
+
+    backend: str
+    compute_capability: tuple[int, ...] = ()  # CC x 10 (90, 100, 103)
+    forced: bool = False
+
+
+@dataclass(frozen=True)
 class WeightOnly:
-    """The backends an engine release runs weight-only (W4A16) layers on."""
+    """The backends an engine release runs weight-only (W4A16) layers of one family on, and
+    (`pick`) the engine's own choice among them; no `pick`: its family's automatic order."""
 
     target: str
     engine: SpecifierSet
     backends: tuple[str, ...]
     source: str
+    family: str = FAMILY_LINEAR
+    pick: tuple[PickStep, ...] = ()
     unverified: str | None = None
+
+    @property
+    def cited(self) -> str:
+        """The source, with what was not verified."""
+        return self.source + (f" (unverified: {self.unverified})" if self.unverified else "")
 
 
 @dataclass(frozen=True)
@@ -137,10 +156,13 @@ class ShapeRules:
             return None
         return rows[0]
 
-    def weight_only_backends(self, target: str, version: str) -> WeightOnly | None:
+    def weight_only_backends(
+        self, target: str, version: str, family: str = FAMILY_LINEAR
+    ) -> WeightOnly | None:
+        """The weight-only kernels of `family` at this release (None: not known)."""
         return next(
             (w for w in self.weight_only
-             if w.target == target and contains(w.engine, version) is True),
+             if w.target == target and w.family == family and contains(w.engine, version) is True),
             None,
         )  # fmt: skip
 
@@ -279,13 +301,30 @@ def _format(node: Node) -> FormatSupport:
 
 
 def _weight_only(node: Node) -> WeightOnly:
-    f = node.mapping(("target", "engine", "backends", "source", "unverified"))
+    f = node.mapping(("target", "family", "engine", "backends", "pick", "source", "unverified"))
+    backends = required(f, "backends", node).texts()
+    steps = tuple(_pick_step(n) for n in (f["pick"].sequence() if "pick" in f else []))
+    for n, step in zip(f["pick"].sequence() if "pick" in f else [], steps, strict=True):
+        if step.backend not in backends:
+            raise n.error(f"{step.backend!r} is not one of this entry's backends")
     return WeightOnly(
         target=required(f, "target", node).text(),
         engine=required(f, "engine", node).specifier(),
-        backends=required(f, "backends", node).texts(),
+        backends=backends,
         source=required(f, "source", node).text(),
+        family=optional(f, "family", lambda n: n.choice(FAMILIES)) or FAMILY_LINEAR,
+        pick=steps,
         unverified=optional(f, "unverified", Node.text),
+    )
+
+
+def _pick_step(node: Node) -> PickStep:
+    f = node.mapping(("backend", "compute_capability", "forced"))
+    ccs = f["compute_capability"].sequence() if "compute_capability" in f else []
+    return PickStep(
+        backend=required(f, "backend", node).text(),
+        compute_capability=tuple(_positive(n) for n in ccs),
+        forced=bool(optional(f, "forced", Node.boolean)),
     )
 
 
@@ -293,6 +332,7 @@ __all__ = [
     "ActivationSupport",
     "Alignment",
     "FormatSupport",
+    "PickStep",
     "ProfileError",
     "ShapeRules",
     "WeightOnly",

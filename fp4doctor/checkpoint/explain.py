@@ -1,9 +1,10 @@
 """`fp4doctor explain`: per layer class of the model, the kernel this engine release picks and
 why each earlier candidate was skipped; and the backend fp4doctor would switch on instead.
 
-Built from the report alone (pure): the engine's automatic order for the layer's family (the
-profile's era, `auto`), the backends' verdicts (host rules, known bugs, and the model's own
-per-rank shape findings folded in), and the resolution. The engine chooses once for all layers
+Built from the report alone (pure): the engine's pick for each layer class (fp4doctor.pick, which
+`check` reads too: the automatic order of the layer's family, or the release's weight-only branch
+for a W4A16 layer; the backends' verdicts with host rules, known bugs and the model's own
+per-rank shape findings), and the resolution. The engine chooses once for all layers
 of a family and does not look at shapes, so a kernel it picks can still fail on one layer: that
 is what the explanation says, layer by layer.
 """
@@ -13,33 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fp4doctor.checkpoint.layers import SCHEME_W4A16
 from fp4doctor.checkpoint.parallel import RankGemm
-from fp4doctor.findings import Kind
+from fp4doctor.pick import LINEAR, Candidate, Pick, Status, layer_picks
 
 if TYPE_CHECKING:
-    from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.doctor import FamilyPart, Report
-
-SKIPPED = "skipped"
-PICKED = "picked"
-FAILS = "picked, fails"
-
-
-@dataclass(frozen=True)
-class Step:
-    backend: str
-    status: str  # SKIPPED | PICKED | FAILS
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"backend": self.backend, "status": self.status, "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class LayerExplanation:
     gemm: RankGemm
-    steps: tuple[Step, ...]
+    steps: tuple[Candidate, ...]
     engine_pick: str | None  # what the engine, left alone, runs this layer on
     choice: str | None  # what fp4doctor would switch on for the layer's family
     choice_how: str  # the knob, or why none is needed
@@ -62,6 +47,11 @@ def explain(report: Report) -> list[LayerExplanation]:
     if model is None:
         return []
     parts = {p.family: p for p in report.families}
+    picks = {
+        g.layer.name: found
+        for part in report.families
+        for g, found in layer_picks(part.evaluation, model)
+    }
     out = []
     for g in model.gemms:
         if not g.layer.fp4:
@@ -79,60 +69,13 @@ def explain(report: Report) -> list[LayerExplanation]:
                 )
             )  # fmt: skip
             continue
-        out.append(_layer(g, part, model))
+        out.append(_layer(g, part, picks[g.layer.name]))
     return out
 
 
-def _layer(g: RankGemm, part: FamilyPart, model: ModelVerdict) -> LayerExplanation:
-    from fp4doctor.checkpoint import constraints
-
+def _layer(g: RankGemm, part: FamilyPart, found: Pick) -> LayerExplanation:
     evaluation, resolution = part.evaluation, part.resolution
     label = evaluation.engine_label
-    name = g.layer.name
-    candidates = [s.backend for s in evaluation.era.auto]
-    weight_only = None
-    if g.layer.scheme == SCHEME_W4A16:
-        weight_only = constraints.load().weight_only_backends(
-            evaluation.profile.target, evaluation.engine.version
-        )
-        if weight_only is not None:
-            candidates = [b for b in weight_only.backends if b in evaluation.verdicts]
-    steps: list[Step] = []
-    pick: str | None = None
-    kind = f"of {label}'s weight-only kernels" if weight_only else f"in {label}'s automatic order"
-    for b in dict.fromkeys(candidates):
-        verdict = evaluation.verdicts.get(b)
-        if verdict is None:
-            continue
-        host = [p for p in verdict.problems() if p.kind is not Kind.MODEL]
-        own = [f for f in model.backend_findings(b, name) if f.status.blocking]
-        own += [f for f in model.backend_findings(b, "linear") if f.status.blocking]
-        if weight_only is None and b not in evaluation.auto_order:
-            skip = model.engine_skips(b)  # the engine passes over it for this model
-            why = (
-                host[0].reason
-                if host
-                else skip.reason
-                if skip
-                else "its condition in the automatic order does not hold"
-            )
-            steps.append(Step(b, SKIPPED, why))
-            continue
-        if weight_only is not None and host:
-            steps.append(Step(b, SKIPPED, host[0].reason))
-            continue
-        pick = b
-        if own:
-            steps.append(
-                Step(b, FAILS, f"{label} picks it, and it fails on this layer: {own[0].reason}")
-            )
-        elif host:
-            steps.append(
-                Step(b, FAILS, f"{label} picks it, but it cannot run here: {host[0].reason}")
-            )
-        else:
-            steps.append(Step(b, PICKED, f"the first {kind} that runs here"))
-        break
     chosen = resolution.chosen
     if chosen is None:
         how = "no backend is valid here for every layer of this family"
@@ -141,11 +84,21 @@ def _layer(g: RankGemm, part: FamilyPart, model: ModelVerdict) -> LayerExplanati
     else:
         how = resolution.knob.how(chosen)
     note = None
-    if weight_only is not None:
-        note = f"weight-only (W4A16) layers run on {', '.join(weight_only.backends)} in {label}"
-    elif chosen is not None and chosen != pick:
+    if found.weight_only and not found.known:
+        note = f"which kernel {label} runs weight-only (W4A16) layers on is not known to fp4doctor"
+    elif found.weight_only and g.layer.family == LINEAR:
+        note = (
+            f"{label} routes weight-only (W4A16) layers to its weight-only kernels "
+            f"({', '.join(found.kernels)}), whatever its W4A4 pick"
+        )
+    elif found.weight_only:
+        note = (
+            f"{label}'s automatic order passes over the backends that do not run weight-only "
+            f"(W4A16) experts; those that do: {', '.join(found.kernels)}"
+        )
+    elif chosen is not None and chosen != found.backend:
         note = f"fp4doctor switches the {g.layer.family} family to {chosen}: {how}"
-    return LayerExplanation(g, tuple(steps), pick, chosen, how, note)
+    return LayerExplanation(g, found.candidates, found.backend, chosen, how, note)
 
 
 def text(report: Report, explanations: list[LayerExplanation]) -> str:
@@ -157,7 +110,7 @@ def text(report: Report, explanations: list[LayerExplanation]) -> str:
     lines = [
         f"{report.engine_label} · {ckpt.name} ({ckpt.architecture}, {ckpt.quant.label}) at {where}"
     ]
-    marks = {SKIPPED: "skipped", PICKED: "picked ", FAILS: "FAILS  "}
+    marks = {Status.SKIPPED: "skipped", Status.PICKED: "picked ", Status.FAILS: "FAILS  "}
     for e in explanations:
         g = e.gemm
         experts = f", {g.experts} experts/rank" if g.layer.experts else ""

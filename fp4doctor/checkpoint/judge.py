@@ -22,9 +22,10 @@ from fp4doctor.checkpoint.constraints import ActivationSupport, Alignment, Shape
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE, SCHEME_W4A16
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
 from fp4doctor.findings import Finding, Kind, Status, apply_ignores
+from fp4doctor.pick import Pick, layer_picks
+from fp4doctor.pick import Status as Taken
 from fp4doctor.profile.model import Profile
 from fp4doctor.rules import Evaluation
-from fp4doctor.rules.backends import conditions_hold
 from fp4doctor.versions import contains
 
 TP_SIZES = (1, 2, 4, 8, 16)
@@ -49,17 +50,22 @@ class ModelVerdict:
 
     def fold(self, evaluation: Evaluation) -> Evaluation:
         """`evaluation` with each backend's model findings in its verdict: a backend that cannot
-        run the model's GEMMs is not valid here, and the choice moves on. A backend the engine
-        itself passes over for this model (the MoE activation or clamp) leaves its automatic
-        order, as it does in the engine."""
+        run the model's GEMMs is not valid here, and the choice moves on. What the engine's own
+        pick needs of the model goes with it: the backends its automatic order passes over for
+        this model (the MoE activation or clamp, weight-only experts), as the engine does, and
+        whether the family's layers are all weight-only (they take the weight-only branch)."""
         verdicts = {
             name: replace(v, findings=(*v.findings, *own))
             if (own := self.per_backend.get(name))
             else v
             for name, v in evaluation.verdicts.items()
         }
-        order = tuple(b for b in evaluation.auto_order if not self.engine_skips(b))
-        return replace(evaluation, verdicts=verdicts, auto_order=order)
+        skips = {b: f for b in evaluation.verdicts if (f := self.engine_skips(b)) is not None}
+        layers = [
+            g.layer for g in self.gemms if g.layer.fp4 and g.layer.family == evaluation.family
+        ]
+        weight_only = bool(layers) and all(layer.scheme == SCHEME_W4A16 for layer in layers)
+        return replace(evaluation, verdicts=verdicts, skips=skips, weight_only=weight_only)
 
     def engine_skips(self, backend: str) -> Finding | None:
         """The model finding for which the engine's automatic choice passes over `backend`."""
@@ -70,70 +76,62 @@ class ModelVerdict:
         )  # fmt: skip
 
     def engine_pick(self, evaluation: Evaluation) -> Finding | None:
-        """A failure when the engine, left alone (no knob set), picks a backend that cannot run
-        the model's GEMMs: it stops at model load (or worse), whatever fp4doctor would choose.
-        The engine passes over a backend itself where it checks the model (the MoE activation
-        and clamp: findings marked `engine_skips`): it picks the next in its order, and fails
-        when none is left."""
-        if not evaluation.facts.gpus or evaluation.env_selection is not None:
+        """A failure when the engine, left alone (no knob set), cannot run the model's layers
+        of this family (`evaluation`, folded): its pick for a layer class fails on that layer's
+        per-rank GEMM, or it passes over every backend. A pick that cannot run on the host at
+        all is the resolver's warning, unless the layer takes another branch than the family
+        (a weight-only layer in a mixed checkpoint)."""
+        if evaluation.env_selection is not None:
             return None
-        # The automatic order before the model's skips (fold took them out).
-        order = [
-            s.backend for s in evaluation.era.auto
-            if conditions_hold(s.conditions, evaluation.context)
-        ]  # fmt: skip
-        passed: list[tuple[str, Finding]] = []
-        for backend in order:
-            skip = self.engine_skips(backend)
-            if skip is not None:
-                passed.append((backend, skip))
+        for _, pick in layer_picks(evaluation, self):
+            chosen = pick.chosen
+            if chosen is None and pick.fails:
+                return self._none_left(evaluation, pick)
+            if chosen is None or chosen.status is not Taken.FAILS:
                 continue
-            # Not the W4A4-only kernels' refusal of a weight-only checkpoint: the engine routes
-            # weight-only layers to its weight-only kernels by itself, whatever its W4A4 pick.
-            blocking = [
-                f
-                for f in self.per_backend.get(backend, ())
-                if f.status.blocking and f.rule != "scheme"
-            ]
-            if not blocking:
-                return None
-            return self._pick_fails(evaluation, backend, blocking[0], passed)
-        if not passed:
-            return None
-        first = passed[0][1]
-        names = ", ".join(b for b, _ in passed)
+            finding = chosen.finding
+            own = finding is not None and finding in self.per_backend.get(chosen.backend, ())
+            if finding is not None and (own or pick.weight_only != evaluation.weight_only):
+                return self._pick_fails(evaluation, pick, finding)
+        return None
+
+    def _none_left(self, evaluation: Evaluation, pick: Pick) -> Finding:
+        passed = pick.passed_over
+        first = next((c.finding for c in passed if c.finding is not None), None)
+        names = ", ".join(c.backend for c in passed)
+        reason = passed[0].reason if passed else ""
         return Finding(
             f"model.engine_auto.{evaluation.family}",
             Status.FAIL,
             f"{evaluation.engine_label}, left alone, finds no {evaluation.family} backend for "
             f"this model ('No NvFp4 MoE backend supports the deployment configuration'): it "
-            f"passes over {names}; {first.reason}",
+            f"passes over {names}; {reason}",
             fix='eval "$(fp4doctor env)" (a backend that runs it, if one does here), or '
-            + (first.fix or "another engine release"),
-            backend=passed[0][0],
-            source=first.source,
-            details=dict(first.details),
+            + ((first.fix if first else None) or "another engine release"),
+            backend=passed[0].backend if passed else None,
+            source=first.source if first else None,
+            details=dict(first.details) if first else {},
             kind=Kind.ENGINE_PICK,
         )
 
-    def _pick_fails(
-        self,
-        evaluation: Evaluation,
-        backend: str,
-        blocking: Finding,
-        passed: list[tuple[str, Finding]],
-    ) -> Finding:
+    def _pick_fails(self, evaluation: Evaluation, pick: Pick, blocking: Finding) -> Finding:
+        passed = [c for c in pick.passed_over if c.finding is not None and c.finding.details]
         skipped = ""
         if passed:
-            why = "; ".join(f"{b}: {f.details.get('why', f.id)}" for b, f in passed)
-            skipped = f"passes over {', '.join(b for b, _ in passed)} ({why}) and "
+            why = "; ".join(
+                f"{c.backend}: {c.finding.details.get('why', c.finding.id)}"
+                for c in passed
+                if c.finding is not None
+            )
+            skipped = f"passes over {', '.join(c.backend for c in passed)} ({why}) and "
+        layers = f" for its weight-only {pick.layer} layers" if pick.weight_only else ""
         return Finding(
             f"model.engine_auto.{evaluation.family}",
             Status.FAIL,
-            f"{evaluation.engine_label}, left alone, {skipped}picks {backend}, which cannot run "
-            f"this model: {blocking.reason}",
+            f"{evaluation.engine_label}, left alone, {skipped}picks {pick.backend}{layers}, which "
+            f"cannot run this model: {blocking.reason}",
             fix='eval "$(fp4doctor env)", or ' + (blocking.fix or "another --tp"),
-            backend=backend,
+            backend=pick.backend,
             source=blocking.source,
             details=dict(blocking.details),
             kind=Kind.ENGINE_PICK,
@@ -237,32 +235,79 @@ def judge(
     if activation is not None and any(g.layer.family == FAMILY_MOE for g in fp4):
         _activation_findings(activation, profile, version, rules, label, standing, per_backend)
 
-    linear_fp4 = [g for g in fp4 if g.layer.family == FAMILY_LINEAR]
-    weight_only = rules.weight_only_backends(target, version)
-    if linear_fp4 and weight_only and all(g.layer.scheme == SCHEME_W4A16 for g in linear_fp4):
-        names = ", ".join(weight_only.backends)
-        for b, backend in profile.backends.items():
-            if backend.family != FAMILY_LINEAR or b in weight_only.backends:
-                continue
-            per_backend.setdefault(b, []).append(
-                Finding(
-                    f"model.linear.{b}.scheme",
-                    Status.FAIL,
-                    f"the checkpoint's linear layers are weight-only (W4A16): {label} runs them "
-                    f"on {names}, not on {b}",
-                    source=weight_only.source
-                    + (
-                        f" (unverified: {weight_only.unverified})" if weight_only.unverified else ""
-                    ),
-                    backend=b,
-                    details={"layer": "linear"},
-                    kind=Kind.MODEL,
-                    rule="scheme",
-                )
-            )
+    for family in (FAMILY_LINEAR, FAMILY_MOE):
+        layers = [g for g in fp4 if g.layer.family == family]
+        if layers and all(g.layer.scheme == SCHEME_W4A16 for g in layers):
+            _weight_only_findings(family, profile, version, rules, label, standing, per_backend)
     return ModelVerdict(
         ckpt, tp, ep, tuple(gemms), tuple(standing), {b: tuple(fs) for b, fs in per_backend.items()}
     )
+
+
+def _weight_only_findings(
+    family: str,
+    profile: Profile,
+    version: str,
+    rules: ShapeRules,
+    label: str,
+    standing: list[Finding],
+    per_backend: dict[str, list[Finding]],
+) -> None:
+    """Every FP4 layer of `family` is weight-only (W4A16): each backend of the family that runs
+    only W4A4 layers gets the finding in its verdict. The linear family's weight-only layers go
+    down the engine's weight-only branch whatever its W4A4 pick (fp4doctor.pick); the MoE's
+    automatic order passes over experts backends that refuse weight-only experts, and one asked
+    for by name raises. A release whose weight-only kernels are not known is said, not judged."""
+    entry = rules.weight_only_backends(profile.target, version, family)
+    what = "linear layers" if family == FAMILY_LINEAR else "experts"
+    if entry is None:
+        standing.append(
+            Finding(
+                f"model.{family}.weight_only",
+                Status.WARN,
+                f"the checkpoint's {what} are weight-only (W4A16): which of {label}'s {family} "
+                "backends run them was not judged (fp4doctor has not read this release's "
+                "weight-only kernels)",
+                details={"layer": FAMILY_LINEAR if family == FAMILY_LINEAR else "experts.gate_up"},
+                kind=Kind.MODEL,
+                family=family,
+            )
+        )
+        return
+    names = ", ".join(entry.backends)
+    for b, backend in profile.backends.items():
+        if backend.family != family or b in entry.backends:
+            continue
+        if family == FAMILY_LINEAR:
+            finding = Finding(
+                f"model.linear.{b}.scheme",
+                Status.FAIL,
+                f"the checkpoint's linear layers are weight-only (W4A16): {label} runs them on "
+                f"{names}, not on {b}",
+                source=entry.cited,
+                backend=b,
+                details={"layer": FAMILY_LINEAR},
+                kind=Kind.MODEL,
+                rule="scheme",
+            )
+        else:
+            finding = Finding(
+                f"model.experts.{b}.scheme",
+                Status.FAIL,
+                f"the checkpoint's experts are weight-only (W4A16), which {label}'s {b} does not "
+                f"run (weight-only experts run on {names}); left alone, {label} passes over "
+                f"{b}, and asked for it (--moe-backend) it raises 'NvFp4 MoE backend ... does not "
+                "support the deployment configuration since kernel does not support quantization "
+                "scheme ...xNone'",
+                fix="a MoE backend that runs weight-only experts (`fp4doctor explain` lists them)",
+                source=entry.cited,
+                backend=b,
+                details={"layer": "experts.gate_up", "engine_skips": True,
+                         "why": "no weight-only experts"},
+                kind=Kind.MODEL,
+                rule="scheme",
+            )  # fmt: skip
+        per_backend.setdefault(b, []).append(finding)
 
 
 def _activation_findings(
@@ -382,7 +427,9 @@ def _misaligned(
     dim_label = {"n": "N", "k": "K", "intermediate": "the MoE intermediate size"}[dim]
     origin = ""
     if dim == "intermediate":
-        full = g.layer.n // 2 if name.endswith("gate_up") else g.layer.k
+        full = g.layer.k
+        if name.endswith("gate_up"):  # gated: gate and up side by side in N
+            full = g.layer.n // 2 if g.layer.gated else g.layer.n
         key = _config_key(ckpt.config, full, ("moe_intermediate_size", "intermediate_size"))
         if key:
             origin = f" (config.json {key} {full} over {full // value} ranks)"

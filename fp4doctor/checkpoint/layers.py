@@ -42,6 +42,8 @@ _PROJECTIONS: dict[str, tuple[str, str]] = {
     "down_proj": ("down", ROW), "w2": ("down", ROW),
     "lm_head": ("lm_head", COLUMN),
 }  # fmt: skip
+# The projections that make a gated MLP (a gate beside the up projection, or both fused).
+GATED_PARTS = ("gate_proj", "gate_up_proj", "w1", "w3")
 # The order layer classes are shown in: as a token meets them.
 _CLASS_ORDER = {name: i for i, name in enumerate((
     "mla.q_a", "mla.q_b", "mla.kv_a", "mla.kv_b", "qkv", "o", "gate_up", "down",
@@ -73,6 +75,14 @@ class LayerClass:
     @property
     def fp4(self) -> bool:
         return self.scheme != SCHEME_NONE
+
+    @property
+    def gated(self) -> bool:
+        """A gate_up class holding a gate beside the up projection (N is 2 x the intermediate
+        size); False for an up projection alone (relu2 experts: N is the intermediate size)."""
+        if not self.name.endswith("gate_up"):
+            return False
+        return len(self.parts) == 2 or self.example.rsplit(".", 1)[-1] in GATED_PARTS
 
 
 @dataclass(frozen=True)

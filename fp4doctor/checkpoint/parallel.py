@@ -26,7 +26,7 @@ class RankGemm:
     n: int
     k: int
     experts: int = 0  # experts this rank holds (MoE)
-    intermediate: int = 0  # MoE: the per-rank intermediate size (gate_up N/2, down K)
+    intermediate: int = 0  # MoE: the per-rank intermediate size (gated gate_up N/2, else N; down K)
     problem: str | None = None  # the split is impossible (a size that TP does not divide)
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,9 +68,12 @@ def per_rank(layer: LayerClass, config: Mapping[str, Any], tp: int, ep: int = 1)
     if layer.style == EXPERTS:
         moe_tp = max(1, tp // ep)
         experts, problem = _split(layer.experts, ep, "experts")
-        if layer.name.endswith("gate_up"):
+        if layer.gated:  # gate and up: N is twice the intermediate size
             inter, p2 = _split(layer.n // 2, moe_tp, "MoE intermediate size")
             return RankGemm(layer, 2 * inter, layer.k, experts, inter, problem or p2)
+        if layer.name.endswith("gate_up"):  # up alone (relu2 experts): N is the intermediate size
+            inter, p2 = _split(layer.n, moe_tp, "MoE intermediate size")
+            return RankGemm(layer, inter, layer.k, experts, inter, problem or p2)
         inter, p2 = _split(layer.k, moe_tp, "MoE intermediate size")
         return RankGemm(layer, layer.n, inter, experts, inter, problem or p2)
     return RankGemm(layer, layer.n, layer.k)

@@ -7,7 +7,8 @@ also where `--ignore` is applied, once, before validity is derived from the find
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
@@ -29,6 +30,7 @@ from fp4doctor.rules.host import FIX_GPU_UNREADABLE, host_findings, says_no_verd
 from fp4doctor.versions import bounds, contains
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
+    from fp4doctor.pick import Pick
     from fp4doctor.smoke.result import SmokeResult
 
 __all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Verdict", "evaluate"]
@@ -62,10 +64,13 @@ class Evaluation:
     env_findings: tuple[Finding, ...]
     env_selection: Selection | None
     # The engine's own automatic order among the backends whose conditions hold here, best
-    # first; its first entry is what the engine picks when left alone (none without a GPU:
-    # the engine stops before choosing).
+    # first (what it picks, left alone, knowing the model too: `engine_pick`).
     auto_order: tuple[str, ...]
     smoke: tuple[Finding, ...] = ()  # live results that belong to no backend (the CPU run)
+    # With a model (its fold): every FP4 layer of this family is weight-only (W4A16), and the
+    # backends the engine's automatic order passes over for the model, with the reason.
+    weight_only: bool = False
+    skips: Mapping[str, Finding] = field(default_factory=dict)
 
     @property
     def engine_label(self) -> str:
@@ -76,9 +81,16 @@ class Evaluation:
         """The FP4 GEMM family judged (the profile is that family's view)."""
         return self.profile.family or FAMILY_LINEAR
 
+    @cached_property
+    def engine_pick(self) -> Pick:
+        """What the engine, left alone, runs this family on, and what it passes over first."""
+        from fp4doctor import pick
+
+        return pick.family_pick(self)
+
     @property
     def engine_auto(self) -> str | None:
-        return self.auto_order[0] if self.auto_order and self.facts.gpus else None
+        return self.engine_pick.backend
 
     def valid(self, backend: str) -> bool:
         verdict = self.verdicts.get(backend)

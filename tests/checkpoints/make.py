@@ -183,6 +183,35 @@ MODELS = (
         layers=(0, 1),
     ),
     Model(
+        "qwen3-30b-a3b-nvfp4a16",
+        "none published: Qwen3-30B-A3B through llm-compressor's examples/quantization_w4a16_fp4 "
+        "recipe (W4A16 NVFP4 on every Linear, experts included)",
+        "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json",
+        "compressed-tensors nvfp4-pack-quantized W4A16 (weight-only) MoE, 128 experts (2 "
+        "stored, layer 0 only); lm_head ignored. A reconstruction to exercise weight-only "
+        "experts: no published checkpoint is claimed",
+        {
+            "architectures": ["Qwen3MoeForCausalLM"],
+            "model_type": "qwen3_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "moe_intermediate_size": 768,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "hidden_act": "silu",
+            "vocab_size": 151936,
+            "num_hidden_layers": 48,
+            "torch_dtype": "bfloat16",
+        },
+        CT_A16,
+        layers=(0,),
+        shards=1,
+        stored_experts=2,
+    ),
+    Model(
         "qwen2.5-72b-instruct-nvfp4",
         "enfuse/Qwen2.5-72B-Instruct-NVFP4",
         "https://huggingface.co/Qwen/Qwen2.5-72B-Instruct/blob/main/config.json",

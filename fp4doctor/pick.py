@@ -1,0 +1,296 @@
+"""What the engine runs an FP4 GEMM family on when left alone (no knob set), and why it passes
+over each candidate before it: for the family as a whole, and for each layer class of a model.
+
+One answer for every reader: `check`'s "left alone, picks" warning and the resolver's order
+(fp4doctor/resolve.py), the model's "cannot run this model" finding (checkpoint/judge.py) and
+`fp4doctor explain` (checkpoint/explain.py). Pure.
+
+Which candidates the engine walks depends on the layers:
+- the era's automatic order (the profile's `auto`), a step taken when its conditions hold, less
+  the backends the engine passes over for the model itself (`Evaluation.skips`: the MoE
+  activation, a SwiGLU clamp, weight-only experts);
+- weight-only (W4A16) layers of the linear family instead go down the release's own weight-only
+  branch (profiles/shapes.yaml `weight_only`, `pick`): vLLM forces Marlin up to 0.29, the
+  CuTe-DSL W4A16 kernel on SM100/103 from 0.30, and tries Humming first on SM90 from 0.32.
+The first candidate taken is the pick; it "fails" when it cannot run here (a host rule, a known
+bug) or cannot run the layer (a per-rank shape), and the engine then stops at model load.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fp4doctor.findings import Finding
+from fp4doctor.rules.backends import conditions_hold, requirement_findings
+
+if TYPE_CHECKING:
+    from fp4doctor.checkpoint.constraints import PickStep, WeightOnly
+    from fp4doctor.checkpoint.judge import ModelVerdict
+    from fp4doctor.checkpoint.parallel import RankGemm
+    from fp4doctor.profile.model import Requirement
+    from fp4doctor.rules import Evaluation
+
+LINEAR = "linear"  # the family whose weight-only layers have a branch of their own
+# A backend's blocking findings of one kind (the model's, or the host's).
+Lookup = Callable[[str], Sequence[Finding]]
+
+
+class Status(enum.Enum):
+    """What the engine does with one candidate."""
+
+    SKIPPED = "skipped"
+    PICKED = "picked"
+    FAILS = "picked, fails"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One backend the engine considers, in its order, and what it does with it."""
+
+    backend: str
+    status: Status
+    reason: str
+    finding: Finding | None = None  # what skips it or makes it fail; None when it runs
+
+    def to_dict(self) -> dict[str, str]:
+        return {"backend": self.backend, "status": self.status.value, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The engine's choice for a family (`layer` None) or for one layer class of a model."""
+
+    family: str
+    weight_only: bool  # the layers are W4A16: the engine's weight-only branch
+    candidates: tuple[Candidate, ...]  # up to and including the one taken
+    # Every backend the engine would take here, in its order (steps that hold, the model's
+    # skips left out): what the resolver prefers among the valid ones.
+    order: tuple[str, ...]
+    layer: str | None = None
+    known: bool = True  # False: fp4doctor does not know how this release picks for such layers
+    kernels: tuple[str, ...] = ()  # weight-only: the only kernels that can run such layers
+    source: str | None = None  # where the weight-only branch was read
+
+    @property
+    def chosen(self) -> Candidate | None:
+        """The candidate the engine takes (it may fail); None when it takes none."""
+        return next((c for c in self.candidates if c.status is not Status.SKIPPED), None)
+
+    @property
+    def backend(self) -> str | None:
+        chosen = self.chosen
+        return chosen.backend if chosen is not None else None
+
+    @property
+    def passed_over(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.status is Status.SKIPPED)
+
+    @property
+    def fails(self) -> bool:
+        """The engine, left alone, stops on these layers: its pick cannot run them, or it
+        passes over every candidate."""
+        chosen = self.chosen
+        if chosen is not None:
+            return chosen.status is Status.FAILS
+        return self.known and bool(self.candidates)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "layer": self.layer,
+            "weight_only": self.weight_only,
+            "backend": self.backend,
+            "known": self.known,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+def family_pick(evaluation: Evaluation) -> Pick:
+    """The engine's pick for the family as a whole (its verdicts hold the model's findings,
+    when a model was folded in). Weight-only when every FP4 layer of the family is."""
+    walk = _walk(evaluation, evaluation.weight_only)
+    return walk.pick(evaluation, lambda b: (), _problems(evaluation), None)
+
+
+def layer_picks(evaluation: Evaluation, model: ModelVerdict) -> tuple[tuple[RankGemm, Pick], ...]:
+    """Each FP4 layer class of the model in this family, with the engine's pick for it: the
+    family's order (or its weight-only branch for a W4A16 layer), failing where that layer's
+    per-rank shape does."""
+    from fp4doctor.checkpoint.layers import SCHEME_W4A16
+
+    walks: dict[bool, _Walk] = {}
+    problems = _problems(evaluation)
+    out = []
+    for g in model.gemms:
+        if not g.layer.fp4 or g.layer.family != evaluation.family:
+            continue
+        name = g.layer.name
+
+        def own(backend: str, name: str = name) -> Sequence[Finding]:
+            found = (*model.backend_findings(backend, name),
+                     *model.backend_findings(backend, LINEAR))  # fmt: skip
+            return [f for f in found if f.status.blocking]
+
+        def host(backend: str) -> Sequence[Finding]:
+            mine = model.per_backend.get(backend, ())
+            return [p for p in problems(backend) if p not in mine]
+
+        weight_only = g.layer.scheme == SCHEME_W4A16
+        if weight_only not in walks:
+            walks[weight_only] = _walk(evaluation, weight_only)
+        walk = walks[weight_only]
+        out.append((g, walk.pick(evaluation, own, host, name)))
+    return tuple(out)
+
+
+def _problems(evaluation: Evaluation) -> Lookup:
+    def problems(backend: str) -> Sequence[Finding]:
+        verdict = evaluation.verdicts.get(backend)
+        return verdict.problems() if verdict is not None else []
+
+    return problems
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A candidate as the engine meets it here: passed over (`skip`), or taken."""
+
+    backend: str
+    skip: Candidate | None = None
+    runs: str = ""  # what is said when it is taken and runs
+    verb: str = ""  # "vLLM 0.33.0 picks it", "... forces it for weight-only layers"
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The engine's candidates for one kind of layer of a family, before any layer's shapes."""
+
+    family: str
+    weight_only: bool
+    steps: tuple[_Step, ...]
+    order: tuple[str, ...]
+    entry: WeightOnly | None
+    known: bool = True
+
+    def pick(self, evaluation: Evaluation, own: Lookup, host: Lookup, layer: str | None) -> Pick:
+        candidates: list[Candidate] = []
+        for step in self.steps:
+            if step.skip is not None:
+                if not any(c.backend == step.backend for c in candidates):
+                    candidates.append(step.skip)
+                continue
+            b = step.backend
+            candidates.append(_decide(b, own(b), host(b), step.runs, step.verb))
+            break
+        entry = self.entry
+        return Pick(
+            self.family, self.weight_only, tuple(candidates), self.order, layer,
+            known=self.known, kernels=entry.backends if entry else (),
+            source=entry.cited if entry else None,
+        )  # fmt: skip
+
+
+def _walk(evaluation: Evaluation, weight_only: bool) -> _Walk:
+    family = evaluation.family
+    if not evaluation.facts.gpus:  # the engine stops before it chooses
+        return _Walk(family, weight_only, (), (), None)
+    entry = _entry(evaluation) if weight_only else None
+    if weight_only and family == LINEAR:
+        if entry is None:
+            return _Walk(family, True, (), (), None, known=False)
+        return _weight_only(evaluation, entry)
+    label = evaluation.engine_label
+    ctx = evaluation.context
+    steps: list[_Step] = []
+    order: list[str] = []
+    for auto in evaluation.era.auto:
+        b = auto.backend
+        if b not in evaluation.verdicts:
+            continue
+        skip = evaluation.skips.get(b)
+        if not conditions_hold(auto.conditions, ctx) or skip is not None:
+            why = skip or _unmet(auto.conditions, evaluation, b)
+            reason = why.reason if why else "its condition in the automatic order does not hold"
+            steps.append(_Step(b, Candidate(b, Status.SKIPPED, reason, why)))
+            continue
+        if b not in order:
+            order.append(b)
+            steps.append(
+                _Step(b, runs=f"the first in {label}'s automatic order that runs here",
+                      verb=f"{label} picks it")
+            )  # fmt: skip
+    return _Walk(family, weight_only, tuple(steps), tuple(order), entry,
+                 known=entry is not None or not weight_only)  # fmt: skip
+
+
+def _entry(evaluation: Evaluation) -> WeightOnly | None:
+    """The release's weight-only kernels of the evaluation's family (None: not read)."""
+    from fp4doctor.checkpoint import constraints
+
+    return constraints.load().weight_only_backends(
+        evaluation.profile.target, evaluation.engine.version, evaluation.family
+    )
+
+
+def _weight_only(evaluation: Evaluation, entry: WeightOnly) -> _Walk:
+    """The release's weight-only branch of the linear family (shapes.yaml `weight_only`)."""
+    profile, label = evaluation.profile, evaluation.engine_label
+    ccs = {g.cc for g in evaluation.facts.gpus}
+    steps: list[_Step] = []
+    order: list[str] = []
+    for step in _steps(entry):
+        b = step.backend
+        if b not in evaluation.verdicts or (
+            step.compute_capability and not ccs <= set(step.compute_capability)
+        ):
+            continue
+        if b in order:
+            continue
+        order.append(b)
+        requires = profile.backends[b].requires
+        if step.forced:
+            verb = f"{label} forces it for weight-only layers"
+            steps.append(_Step(b, runs=verb, verb=verb))
+        elif conditions_hold(requires, evaluation.context):
+            runs = f"the first of {label}'s weight-only kernels that runs here"
+            steps.append(_Step(b, runs=runs, verb=f"{label} picks it"))
+        else:
+            why = _unmet(requires, evaluation, b)
+            reason = why.reason if why else "not supported here"
+            steps.append(_Step(b, Candidate(b, Status.SKIPPED, reason, why)))
+    return _Walk(evaluation.family, True, tuple(steps), tuple(order), entry)
+
+
+def _steps(entry: WeightOnly) -> tuple[PickStep, ...]:
+    """The entry's `pick`; without one, its kernels in order, the first supported taken."""
+    if entry.pick:
+        return entry.pick
+    from fp4doctor.checkpoint.constraints import PickStep
+
+    return tuple(PickStep(b) for b in entry.backends)
+
+
+def _unmet(
+    conditions: tuple[Requirement, ...], evaluation: Evaluation, backend: str
+) -> Finding | None:
+    """The first condition that does not hold here, as a finding (its reason says why)."""
+    found = requirement_findings(conditions, evaluation.context, f"pick.{backend}", backend)
+    return next((f for f in found if f.status.blocking), None)
+
+
+def _decide(
+    backend: str, own: Sequence[Finding], host: Sequence[Finding], runs: str, verb: str
+) -> Candidate:
+    """The engine takes `backend`: it runs, or fails on the layer, or cannot run here."""
+    if own:
+        return Candidate(
+            backend, Status.FAILS, f"{verb}, and it fails on this layer: {own[0].reason}", own[0]
+        )
+    if host:
+        return Candidate(
+            backend, Status.FAILS, f"{verb}, but it cannot run here: {host[0].reason}", host[0]
+        )
+    return Candidate(backend, Status.PICKED, runs)
