@@ -10,7 +10,7 @@ the bytecode of fp4doctor and of what it imports is compiled, as after a pip ins
   (issue 9, set for the 2-core CPU host);
 - `fp4doctor check --no-smoke --json` against `python -m torch.utils.collect_env` and
   `flashinfer collect-env --json` (information: how much faster the static check is); the
-  warm-up fills the parsed-profile cache (fp4doctor/profile/cache.py, in a temporary directory
+  warm-up fills the parsed-profile cache (fp4doctor/cache.py, in a temporary directory
   of this benchmark's own), and the same check with the cache off (`FP4DOCTOR_CACHE_DIR=`)
   times a first run, as in a fresh container;
 - `fp4doctor env --shell bash` (no smoke): target at or under 0.25 s on a host without a GPU;

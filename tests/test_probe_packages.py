@@ -13,8 +13,10 @@ from packaging.version import Version
 from fp4doctor.facts import canonical_name
 from fp4doctor.probe.packages import (
     PACKAGES,
+    SPLITS,
     parse_torch_version_py,
     probe_packages,
+    profile_packages,
     torch_dir,
 )
 
@@ -36,6 +38,11 @@ def test_real_versions_equal_importlib_metadata() -> None:
         for name in PACKAGES
         if (version := installed_version(name)) is not None
     }
+    # And every installed part of a split distribution (nvidia-cutlass-dsl-libs-*).
+    for dist in importlib.metadata.distributions():
+        name = canonical_name(dist.metadata["Name"])
+        if name.startswith(SPLITS):
+            expected[name] = dist.version
     # torch is reported as torch.__version__ says it (from torch/version.py: 2.11.0+cu130);
     # some wheels' metadata drop the local part (2.11.0). The release must be the same.
     versions = dict(found.versions)
@@ -120,10 +127,10 @@ def test_metadata_without_version_is_an_error(tmp_path: Path) -> None:
 
 
 def test_unreadable_metadata_directory_is_an_error(tmp_path: Path) -> None:
-    (tmp_path / "humming-0.2.dist-info" / "METADATA").mkdir(parents=True)
+    (tmp_path / "b12x-0.2.dist-info" / "METADATA").mkdir(parents=True)
     found = probe_packages([str(tmp_path)])
-    assert "humming" in found.errors
-    assert "humming" not in found.versions
+    assert "b12x" in found.errors
+    assert "b12x" not in found.versions
 
 
 def fake_torch(site: Path, version_py: str, version: str = "2.9.1") -> None:
@@ -191,3 +198,79 @@ def test_real_torch_dir_matches_find_spec() -> None:
     if spec is None:
         pytest.skip("torch is not installed here")
     assert torch_dir() == next(iter(spec.submodule_search_locations or []))
+
+
+# --- what a snapshot records -------------------------------------------------------------------
+
+
+def test_profile_packages_are_every_package_a_shipped_profile_reads() -> None:
+    from fp4doctor import profile
+
+    union = {canonical_name(n) for t in profile.builtin_names() for n in profile.load(t).packages()}
+    assert set(profile_packages()) == union
+    assert {"triton", "humming-kernels", "sglang-kernel"} <= union
+
+
+def test_a_probe_snapshot_records_what_the_rules_read(tmp_path: Path) -> None:
+    """`probe --json` with triton, humming-kernels, sglang-kernel and the
+    nvidia-cutlass-dsl-libs-* split installed records each of them, so that replaying the
+    snapshot judges what the host would be judged on. The site directory holds fake dist-info
+    directories (metadata only, no code): the probe reads metadata and imports nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    fakes = {
+        "triton": "3.5.1",
+        "humming_kernels": "0.1.19",
+        "sglang_kernel": "0.3.21",
+        "nvidia_cutlass_dsl": "4.8.0",
+        "nvidia_cutlass_dsl_libs_base": "4.8.0",
+        "nvidia_cutlass_dsl_libs_cu13": "4.8.0",
+    }
+    for name, version in fakes.items():
+        write_dist(site, f"{name}-{version}.dist-info", metadata(name.replace("_", "-"), version))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    env["FP4DOCTOR_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run(
+        [sys.executable, "-m", "fp4doctor", "probe", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    versions = json.loads(done.stdout)["packages"]["versions"]
+    for name, version in fakes.items():
+        assert versions[canonical_name(name)] == version, name
+
+
+def test_the_probe_reads_the_union_without_the_profile_package(tmp_path: Path) -> None:
+    """The union is computed once (the first run parses the profiles) and then read from the
+    cache: a later `probe --json` imports neither the profile package nor PyYAML."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from fp4doctor import cli\n"
+        "try:\n"
+        "    cli.main(['probe', '--json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('imported:', 'fp4doctor.profile' in sys.modules, 'yaml' in sys.modules,"
+        " file=sys.stderr)\n"
+    )
+    env = {**os.environ, "FP4DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        )
+
+    first, second = run(), run()
+    assert "imported: True True" in first.stderr, first.stderr
+    assert "imported: False False" in second.stderr, second.stderr
+    assert [line for line in second.stdout.splitlines() if "captured_at" not in line] == [
+        line for line in first.stdout.splitlines() if "captured_at" not in line
+    ]

@@ -1,4 +1,4 @@
-"""The parsed-profile cache (fp4doctor/profile/cache.py): used while current, ignored otherwise,
+"""The parsed-profile cache (fp4doctor/cache.py): used while current, ignored otherwise,
 never trusted from a directory or file another user could write, never in the way."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 import fp4doctor
-from fp4doctor import profile
-from fp4doctor.profile import cache
+from fp4doctor import cache, profile
 from fp4doctor.profile.yamlnode import ProfileError
 
 

@@ -76,5 +76,6 @@ def advisories(facts_file: str | None, as_json: bool) -> None:
 
 def _probe() -> facts.HostFacts:
     from fp4doctor.probe import probe_host
+    from fp4doctor.probe.packages import profile_packages
 
-    return probe_host()
+    return probe_host(packages=profile_packages())  # what every shipped profile reads

@@ -9,6 +9,7 @@ zip or egg on the path, two dist-infos for one name, metadata that is not a plai
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import os
@@ -17,10 +18,12 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from fp4doctor.facts import PackageFacts, canonical_name
+from fp4doctor.shipped import profiles_dir
 
-# The distributions every probe looks up (the engines, to pick a target, and the libraries
-# a snapshot should carry); a profile's own packages are added to these. `tensorrt_llm` is an
-# older spelling of `tensorrt-llm`; both normalise to one key.
+# The distributions every probe looks up, whatever the profiles read: the engines (to pick a
+# target) and the libraries a snapshot should carry. `probe` adds every package a shipped
+# profile reads (`profile_packages`), `check` its own profile's. `tensorrt_llm` is an older
+# spelling of `tensorrt-llm`; both normalise to one key.
 PACKAGES: tuple[str, ...] = (
     "torch",
     "flashinfer-python",
@@ -38,8 +41,12 @@ PACKAGES: tuple[str, ...] = (
     "fbgemm-gpu",
     "fbgemm-gpu-genai",
     "b12x",
-    "humming",
 )
+# Distributions split by CUDA build or platform under one prefix: every installed name with it
+# is recorded. nvidia-cutlass-dsl 4.x is a meta package whose code is in
+# nvidia-cutlass-dsl-libs-base, -libs-cu12, -libs-cu13 and -libs-qnx-* (its Requires-Dist in the
+# 4.8.0 wheel).
+SPLITS: tuple[str, ...] = ("nvidia-cutlass-dsl-libs-",)
 
 _ASSIGNMENT = re.compile(
     r"^(?P<name>__version__|cuda|git_version|hip)\s*(?::[^=]*)?=\s*(?P<value>.+?)\s*(?:#.*)?$", re.M
@@ -124,6 +131,16 @@ class _SiteIndex:
             return os.path.join(root, matches[0])
         return _ABSENT
 
+    def named(self, prefix: str) -> list[str]:
+        """The distributions whose name starts with `prefix`, as found in the plain listings
+        (an entry only importlib.metadata can read, a zip or an egg, is not searched)."""
+        key = _normalize(prefix)
+        found: list[str] = []
+        for position in range(len(self.path)):
+            entry = self._entry(position)
+            found += [k.replace("_", "-") for k in entry or {} if k.startswith(key)]
+        return sorted(set(found))
+
     def version(self, name: str) -> str | None:
         """The version, `_ABSENT`, or None: ask importlib.metadata."""
         found = self.dist_info(name)
@@ -181,10 +198,46 @@ def _plain_version(metadata: str) -> str | None:
     return None
 
 
+def profile_packages() -> tuple[str, ...]:
+    """Every distribution a shipped profile's rules read (every target, the modules it includes
+    and the known problems attached), so that a `probe --json` snapshot replays as this host
+    would be judged. Computed once per version of the profile files, and kept between runs
+    beside the parsed profiles (fp4doctor/cache.py), read without importing the profile package."""
+    return _profile_packages()
+
+
+@functools.cache
+def _profile_packages() -> tuple[str, ...]:
+    from fp4doctor import cache
+
+    base = profiles_dir()
+    files = sorted(str(p) for p in (*base.glob("*.yaml"), *base.glob("common/*.yaml")))
+    if not files:
+        return ()
+
+    def build() -> tuple[tuple[str, ...], list[str]]:
+        from fp4doctor import profile  # its imports, and the parser: only when not kept
+
+        names: set[str] = set()
+        for target in profile.builtin_names():
+            names |= {canonical_name(n) for n in profile.load(target).packages()}
+        return tuple(sorted(names)), files[1:]
+
+    # The kind names the files, so that a profile added or removed is a new entry.
+    kind = "packages:" + ",".join(os.path.relpath(f, base) for f in files)
+    try:
+        return cache.cached(kind, files[0], build)
+    except Exception:  # a broken shipped profile: `check` says so; the probe keeps the core list
+        return ()
+
+
 def probe_packages(
-    path: Sequence[str] | None = None, names: Iterable[str] = PACKAGES
+    path: Sequence[str] | None = None,
+    names: Iterable[str] = PACKAGES,
+    splits: Iterable[str] = SPLITS,
 ) -> PackageFacts:
-    """Versions of `names` that are installed, and torch's CUDA/HIP build facts.
+    """Versions of `names`, and of every distribution named with a prefix in `splits`, that are
+    installed, and torch's CUDA/HIP build facts.
 
     `path` is the list of directories to search (default `sys.path`); a distribution whose
     metadata cannot be read is reported in `errors`, never raised.
@@ -193,7 +246,13 @@ def probe_packages(
     versions: dict[str, str] = {}
     errors: dict[str, str] = {}
     index = _SiteIndex(sys.path if search is None else search)
-    for name in names:
+    wanted = list(names)
+    for prefix in splits:
+        try:
+            wanted += index.named(prefix)
+        except Exception:  # an odd path entry: the named packages are still read
+            continue
+    for name in wanted:
         key = canonical_name(name)
         if key in versions or key in errors:
             continue

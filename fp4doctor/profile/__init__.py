@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fp4doctor.profile import advisories, cache
+from fp4doctor import cache
+from fp4doctor.profile import advisories
 from fp4doctor.profile.model import Profile
 from fp4doctor.profile.yamlnode import ProfileError
 from fp4doctor.shipped import profiles_dir
@@ -73,7 +74,7 @@ def load_file(path: str | Path) -> Profile:
 @functools.lru_cache(maxsize=64)
 def _parsed(path: str, mtime_ns: int, size: int) -> Profile:
     # Profiles are immutable: one parse serves every later load of the same file version, in
-    # this process and (profile/cache.py) in the next ones.
+    # this process and (fp4doctor/cache.py) in the next ones.
     return cache.cached("profile", path, lambda: _parse(path))
 
 

@@ -107,7 +107,7 @@ class KnownIssue:
 
 def parse(text: str, file: str) -> tuple[KnownIssue, ...]:
     """The data set's entries; ProfileError names file, line and key for a malformed one."""
-    from fp4doctor.profile.schema import compose  # the parser: only to parse (profile/cache.py)
+    from fp4doctor.profile.schema import compose  # the parser: only to parse (fp4doctor/cache.py)
 
     root = compose(text, file)
     fields = root.mapping(("schema", "advisories"))

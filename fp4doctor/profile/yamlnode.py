@@ -4,7 +4,7 @@ Profiles are composed into nodes (never constructed into arbitrary objects: only
 loader's plain scalars), so every error can point at the line it comes from. Requirement kinds
 parse themselves from these nodes. Nodes are told apart by their `id` ("scalar", "sequence",
 "mapping"), so that importing this module (as every kind does) does not import the YAML
-library: a profile read from the cache (profile/cache.py) is never composed.
+library: a profile read from the cache (fp4doctor/cache.py) is never composed.
 """
 
 from __future__ import annotations

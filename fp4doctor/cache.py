@@ -1,4 +1,6 @@
-"""Parsed profiles kept between runs, so that a profile file is parsed once per version.
+"""Parsed profiles kept between runs, so that a profile file is parsed once per version (and
+what is computed from them alone: the packages every shipped profile reads, for the probe).
+Outside the profile package so that the probe reads an entry without importing it.
 
 Importing the YAML library and parsing vLLM's profile and its modules is about a fifth of
 `fp4doctor check --no-smoke` (30 ms of 145 on a CPU host). A parsed profile is kept as a pickle
@@ -87,10 +89,11 @@ def _content(path: str) -> tuple[str, bytes] | None:
 # What a parsed profile or advisory list is built by, or holds the classes of, besides the files
 # it reads: the profile package, its kinds and schema, the version ranges (versions.py), the
 # facts types the conditions name (facts.py), the reading of text (textfile.py) and the place of
-# the shipped profiles (shipped.py). tests/test_profile_cache.py checks this list against the
-# modules a parse of every shipped file imports.
+# the shipped profiles (shipped.py), and this module, which keeps them. tests/test_profile_cache.py
+# checks this list against the modules a parse of every shipped file imports.
 CODE = (
     "__init__.py",
+    "cache.py",
     "facts.py",
     "shipped.py",
     "textfile.py",
@@ -102,7 +105,7 @@ CODE = (
 
 def code_files() -> list[Path]:
     """fp4doctor's own files that shape a parsed entry (`CODE`), as installed now."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parent
     return sorted(f for pattern in CODE for f in package.glob(pattern))
 
 
