@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fp4doctor.findings import Finding
+from fp4doctor.profile.model import FAMILY_LINEAR
 from fp4doctor.rules.backends import conditions_hold, requirement_findings
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from fp4doctor.profile.model import Requirement
     from fp4doctor.rules import Evaluation
 
-LINEAR = "linear"  # the family whose weight-only layers have a branch of their own
 # A backend's blocking findings of one kind (the model's, or the host's).
 Lookup = Callable[[str], Sequence[Finding]]
 
@@ -112,7 +112,7 @@ def family_pick(evaluation: Evaluation) -> Pick:
     """The engine's pick for the family as a whole (its verdicts hold the model's findings,
     when a model was folded in). Weight-only when every FP4 layer of the family is."""
     walk = _walk(evaluation, evaluation.weight_only)
-    return walk.pick(evaluation, lambda b: (), _problems(evaluation), None)
+    return walk.pick(lambda b: (), _problems(evaluation), None)
 
 
 def layer_picks(evaluation: Evaluation, model: ModelVerdict) -> tuple[tuple[RankGemm, Pick], ...]:
@@ -131,7 +131,7 @@ def layer_picks(evaluation: Evaluation, model: ModelVerdict) -> tuple[tuple[Rank
 
         def own(backend: str, name: str = name) -> Sequence[Finding]:
             found = (*model.backend_findings(backend, name),
-                     *model.backend_findings(backend, LINEAR))  # fmt: skip
+                     *model.backend_findings(backend, FAMILY_LINEAR))  # fmt: skip
             return [f for f in found if f.status.blocking]
 
         def host(backend: str) -> Sequence[Finding]:
@@ -142,7 +142,7 @@ def layer_picks(evaluation: Evaluation, model: ModelVerdict) -> tuple[tuple[Rank
         if weight_only not in walks:
             walks[weight_only] = _walk(evaluation, weight_only)
         walk = walks[weight_only]
-        out.append((g, walk.pick(evaluation, own, host, name)))
+        out.append((g, walk.pick(own, host, name)))
     return tuple(out)
 
 
@@ -175,7 +175,7 @@ class _Walk:
     entry: WeightOnly | None
     known: bool = True
 
-    def pick(self, evaluation: Evaluation, own: Lookup, host: Lookup, layer: str | None) -> Pick:
+    def pick(self, own: Lookup, host: Lookup, layer: str | None) -> Pick:
         candidates: list[Candidate] = []
         for step in self.steps:
             if step.skip is not None:
@@ -198,7 +198,7 @@ def _walk(evaluation: Evaluation, weight_only: bool) -> _Walk:
     if not evaluation.facts.gpus:  # the engine stops before it chooses
         return _Walk(family, weight_only, (), (), None)
     entry = _entry(evaluation) if weight_only else None
-    if weight_only and family == LINEAR:
+    if weight_only and family == FAMILY_LINEAR:
         if entry is None:
             return _Walk(family, True, (), (), None, known=False)
         return _weight_only(evaluation, entry)

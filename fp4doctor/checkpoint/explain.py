@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fp4doctor.checkpoint.layers import FAMILY_LINEAR
 from fp4doctor.checkpoint.parallel import RankGemm
-from fp4doctor.pick import LINEAR, Candidate, Pick, Status, layer_picks
+from fp4doctor.pick import Candidate, Pick, Status, layer_picks
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import FamilyPart, Report
@@ -86,7 +87,7 @@ def _layer(g: RankGemm, part: FamilyPart, found: Pick) -> LayerExplanation:
     note = None
     if found.weight_only and not found.known:
         note = f"which kernel {label} runs weight-only (W4A16) layers on is not known to fp4doctor"
-    elif found.weight_only and g.layer.family == LINEAR:
+    elif found.weight_only and g.layer.family == FAMILY_LINEAR:
         note = (
             f"{label} routes weight-only (W4A16) layers to its weight-only kernels "
             f"({', '.join(found.kernels)}), whatever its W4A4 pick"
