@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from fp4doctor import render
 from fp4doctor.checkpoint import explain
 from fp4doctor.cli import main
-from fp4doctor.doctor import Question, Report, diagnose
+from fp4doctor.doctor import FamilyPart, Question, Report, diagnose
+from fp4doctor.findings import Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -97,8 +98,12 @@ def test_check_and_explain_agree_across_the_release_boundaries(ckpt: str, versio
     assert not found, found
 
 
+def _linear(report: Report) -> FamilyPart:
+    return next(p for p in report.families if p.family == "linear")
+
+
 def _linear_pick(report: Report) -> str | None:
-    return next(p.evaluation.engine_auto for p in report.families if p.family == "linear")
+    return _linear(report).evaluation.engine_auto
 
 
 @pytest.mark.parametrize(
@@ -123,9 +128,10 @@ def _linear_pick(report: Report) -> str | None:
 def test_vllm_weight_only_branch_by_release(host: str, version: str, expected: str) -> None:
     report = _report(host, version, A16, tp=1)
     assert _linear_pick(report) == expected
-    assert report.resolution.chosen == expected  # left to the engine: nothing to pin
-    assert report.resolution.knob is None
-    assert not [f for f in report.resolution.findings if "left alone" in f.reason]
+    resolution = _linear(report).resolution
+    assert resolution.chosen == expected  # left to the engine: nothing to pin
+    assert resolution.knob is None
+    assert not [f for f in resolution.findings if "left alone" in f.reason]
 
 
 def test_weight_only_skips_say_why(tmp_path: Path) -> None:
@@ -209,7 +215,7 @@ def test_nemotron_is_judged_on_its_ungated_shapes() -> None:
     gate_up = next(g for g in report.model.gemms if g.layer.name == "experts.gate_up")
     assert (gate_up.n, gate_up.intermediate) == (232, 232)
     assert not gate_up.layer.gated
-    assert not [f for f in report.model.findings if f.id.startswith("model.engine_auto")]
+    assert not [f for f in report.model.findings if f.kind is Kind.ENGINE_PICK]
     moe = next(p for p in report.families if p.family == "moe")
     assert moe.evaluation.engine_auto == "flashinfer-trtllm-moe"
     assert moe.evaluation.valid("flashinfer-trtllm-moe")
