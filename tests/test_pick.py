@@ -22,7 +22,7 @@ from fp4doctor.findings import Kind
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 CKPTS = ROOT / "tests" / "fixtures" / "checkpoints"
-ALL_HOSTS = sorted(p.stem for p in HOSTS.glob("*.json"))
+ALL_HOSTS = tuple(sorted(p.stem for p in HOSTS.glob("*.json")))
 ALL_CKPTS = sorted(p.name for p in CKPTS.iterdir() if (p / "config.json").is_file())
 # One host per compute capability (and the mixed one), for the release boundaries.
 BY_CC = ("a100", "l40s", "h200", "b200", "b200-vllm-0.33", "b300", "thor", "rtx5090", "gb10",
@@ -76,26 +76,21 @@ def _disagreements(report: Report) -> list[str]:
     return out
 
 
+def _disagreeing_hosts(hosts: tuple[str, ...], version: str, ckpt: str) -> dict[str, list[str]]:
+    found = {host: _disagreements(_report(host, version, ckpt)) for host in hosts}
+    return {host: problems for host, problems in found.items() if problems}
+
+
 @pytest.mark.parametrize("version", ["0.15.1", "0.33.0"])
 @pytest.mark.parametrize("ckpt", ALL_CKPTS)
 def test_check_and_explain_name_one_engine_pick(ckpt: str, version: str) -> None:
-    found = {
-        host: problems
-        for host in ALL_HOSTS
-        if (problems := _disagreements(_report(host, version, ckpt)))
-    }
-    assert not found, found
+    assert not (found := _disagreeing_hosts(ALL_HOSTS, version, ckpt)), found
 
 
 @pytest.mark.parametrize("version", BOUNDARIES)
 @pytest.mark.parametrize("ckpt", WEIGHT_ONLY_OR_UNGATED)
 def test_check_and_explain_agree_across_the_release_boundaries(ckpt: str, version: str) -> None:
-    found = {
-        host: problems
-        for host in BY_CC
-        if (problems := _disagreements(_report(host, version, ckpt)))
-    }
-    assert not found, found
+    assert not (found := _disagreeing_hosts(BY_CC, version, ckpt)), found
 
 
 def _linear(report: Report) -> FamilyPart:

@@ -77,6 +77,24 @@ def _llama(
     }
 
 
+# Qwen/Qwen3-30B-A3B's config.json values fp4doctor reads (two fixtures share them).
+QWEN3_30B_A3B: dict[str, Any] = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "num_hidden_layers": 48,
+    "torch_dtype": "bfloat16",
+}
+
+
 MODELS = (
     Model(
         "llama-3.1-8b-instruct-fp4",
@@ -139,21 +157,7 @@ MODELS = (
         "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json",
         "ModelOpt NVFP4 MoE, 128 experts (8 stored); moe_intermediate_size 768 is 96 per rank "
         "at TP 8: unaligned for FlashInfer's TRT-LLM MoE in releases that do not pad",
-        {
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
-            "hidden_size": 2048,
-            "intermediate_size": 6144,
-            "moe_intermediate_size": 768,
-            "num_experts": 128,
-            "num_experts_per_tok": 8,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 4,
-            "head_dim": 128,
-            "vocab_size": 151936,
-            "num_hidden_layers": 48,
-            "torch_dtype": "bfloat16",
-        },
+        QWEN3_30B_A3B,
         MODELOPT,
         layers=(0, 1),
         stored_experts=8,
@@ -190,22 +194,7 @@ MODELS = (
         "compressed-tensors nvfp4-pack-quantized W4A16 (weight-only) MoE, 128 experts (2 "
         "stored, layer 0 only); lm_head ignored. A reconstruction to exercise weight-only "
         "experts: no published checkpoint is claimed",
-        {
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
-            "hidden_size": 2048,
-            "intermediate_size": 6144,
-            "moe_intermediate_size": 768,
-            "num_experts": 128,
-            "num_experts_per_tok": 8,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 4,
-            "head_dim": 128,
-            "hidden_act": "silu",
-            "vocab_size": 151936,
-            "num_hidden_layers": 48,
-            "torch_dtype": "bfloat16",
-        },
+        {**QWEN3_30B_A3B, "hidden_act": "silu"},
         CT_A16,
         layers=(0,),
         shards=1,
