@@ -94,7 +94,9 @@ def _content(path: str) -> tuple[str, bytes] | None:
 CODE = (
     "__init__.py",
     "cache.py",
+    "deployment.py",
     "facts.py",
+    "released.py",
     "shipped.py",
     "textfile.py",
     "versions.py",

@@ -187,9 +187,11 @@ class _Lines:
         self.lines.extend(lines)
 
     def finding(self, f: Finding, indent: int = 2) -> None:
-        self.marked(f.status, f.reason + (f"  [{f.id}]" if self.verbose else ""), indent)
+        self.marked(f.status, f.reason, indent)
         if f.fix and f.status is not Status.PASS:
             self.text(f"fix: {f.fix}", indent + 4, 5)
+        if self.verbose:  # the id on its own line: it is what --ignore takes, whole
+            self.text(f"id: {f.id}", indent + 4, 4)
         if self.verbose and f.source:
             self.text(f"source: {f.source}", indent + 4, 8)
 

@@ -8,7 +8,7 @@ a `--prefer`/`--require` value is meant for which family.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fp4doctor.findings import Finding, Kind, Status, Symptom
 from fp4doctor.profile.model import (
@@ -155,6 +155,17 @@ def family(evaluation: Evaluation, name: str, what: str) -> list[str]:
 
 
 def resolve(
+    evaluation: Evaluation, prefer: str | None = None, require: str | None = None
+) -> Resolution:
+    """Choose the backend and its knobs (see `_resolve`); its findings are the family's own."""
+    resolution = _resolve(evaluation, prefer, require)
+    family = evaluation.family
+    return replace(
+        resolution, findings=tuple(replace(f, family=family) for f in resolution.findings)
+    )
+
+
+def _resolve(
     evaluation: Evaluation, prefer: str | None = None, require: str | None = None
 ) -> Resolution:
     """Choose the backend and its knobs. `require` (NAME, 'native' or 'any') narrows what may be

@@ -64,8 +64,9 @@ def sm120_with_flashinfer(tmp_path: Path, version: str) -> str:
 
 def test_a_known_wrong_output_fails_the_backend_and_the_engines_own_pick(tmp_path: Path) -> None:
     # SM120 with FlashInfer 0.6.6: its CUTLASS FP4 GEMM leaves NaN tiles under load before 0.6.7
-    # (flashinfer PR #2780), and vLLM 0.22 picks it by itself.
-    report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.6")))
+    # (flashinfer PR #2780), and vLLM 0.22 picks it by itself; served at 64 requests at once.
+    host = sm120_with_flashinfer(tmp_path, "0.6.6")
+    report = diagnose(Question(facts_file=host, concurrency=64))
     cutlass = report.families[0].evaluation.verdicts["flashinfer-cutlass"]
     assert not cutlass.valid
     bug = next(f for f in cutlass.findings if ".advisory." in f.id)
@@ -76,6 +77,24 @@ def test_a_known_wrong_output_fails_the_backend_and_the_engines_own_pick(tmp_pat
     assert report.families[0].resolution.chosen not in (None, "flashinfer-cutlass")
 
 
+def test_an_unestablished_trigger_warns_and_the_choice_passes_over_it(tmp_path: Path) -> None:
+    """Issue 31: without --concurrency nothing says the load that triggers it is there: a `!`
+    that names the condition and how to settle it, the host ready, the choice elsewhere."""
+    report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.6")))
+    linear = report.families[0]
+    cutlass = linear.evaluation.verdicts["flashinfer-cutlass"]
+    bug = next(f for f in cutlass.findings if f.advisory and "pdl-nan" in f.advisory)
+    assert cutlass.valid and bug.status.value == "warn" and not bug.established
+    assert bug.fix is not None and "--concurrency N" in bug.fix
+    assert linear.chosen not in (None, "flashinfer-cutlass")
+    assert any("passing over flashinfer-cutlass" in n for n in linear.resolution.notes)
+    single = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.6"), concurrency=1))
+    ruled_out = single.families[0].evaluation.verdicts["flashinfer-cutlass"].findings
+    assert any(
+        f.advisory and "pdl-nan" in f.advisory and f.status.value == "pass" for f in ruled_out
+    )
+
+
 def test_the_fixing_release_clears_it(tmp_path: Path) -> None:
     report = diagnose(Question(facts_file=sm120_with_flashinfer(tmp_path, "0.6.7")))
     findings = report.families[0].evaluation.verdicts["flashinfer-cutlass"].findings
@@ -84,7 +103,7 @@ def test_the_fixing_release_clears_it(tmp_path: Path) -> None:
 
 def test_env_steers_away_and_says_why(tmp_path: Path) -> None:
     facts_file = sm120_with_flashinfer(tmp_path, "0.6.6")
-    result = CliRunner().invoke(main, ["env", "--facts", facts_file])
+    result = CliRunner().invoke(main, ["env", "--facts", facts_file, "--concurrency", "64"])
     assert result.exit_code == 0, result.stderr
     assert "flashinfer_cutlass" not in result.stdout
     assert "steering away" in result.stderr and "known bug" in result.stderr
@@ -93,6 +112,7 @@ def test_env_steers_away_and_says_why(tmp_path: Path) -> None:
 def test_a_required_backend_with_a_known_wrong_output_is_not_ready(tmp_path: Path) -> None:
     facts_file = sm120_with_flashinfer(tmp_path, "0.6.6")
     args = ["check", "--no-smoke", "--facts", facts_file, "--require", "flashinfer-cutlass"]
+    args += ["--concurrency", "64"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert "gives wrong output" in result.stdout

@@ -302,5 +302,9 @@ def test_json_report_holds_every_family_alike_and_none_at_the_top() -> None:
 def test_moe_advisories_judge_moe_backends() -> None:
     report = ask(target="vllm", facts_file=B200, engine_version="0.33.0")
     trtllm = report.families[1].evaluation.verdicts["flashinfer-trtllm-moe"]
-    assert not trtllm.valid
-    assert any(".advisory." in f.id for f in trtllm.findings)
+    bugs = [f for f in trtllm.findings if f.advisory is not None]
+    assert bugs and all(f.family == "moe" for f in bugs)
+    # Each fails only where its trigger is established; the others warn, saying what settles them.
+    assert all(
+        f.status.blocking == f.established for f in bugs if f.symptom and f.symptom.value != "slow"
+    )

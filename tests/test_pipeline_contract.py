@@ -595,6 +595,14 @@ def test_the_github_actions_steps_install_check_and_fill_github_env(stubs: Path)
     # b200 (vLLM 0.15) is ready: the known bugs of the MoE backend vLLM picks there need an EP
     # size, a model or autotuning that nothing establishes (issue 31), so they warn.
     for facts_name, code in ((NOT_READY, 1), (NO_VERDICT, 3), ("b200", 0), (READY, 0)):
+        expected_env = {  # vLLM 0.15 takes both choices as variables, 0.33 the linear as a flag
+            "b200": [
+                ("VLLM_NVFP4_GEMM_BACKEND", "flashinfer-cudnn"),
+                ("VLLM_FLASHINFER_MOE_BACKEND", "masked_gemm"),
+                ("VLLM_USE_FLASHINFER_MOE_FP4", "1"),
+            ],
+            READY: [("FP4DOCTOR_VLLM_ARGS", "--linear-backend=flashinfer_cudnn")],
+        }
         gh_env.write_text("")
         p, _ = run_snippet(
             shell, preflight, stubs, facts_name, GITHUB_ENV=str(gh_env),
@@ -608,8 +616,7 @@ def test_the_github_actions_steps_install_check_and_fill_github_env(stubs: Path)
             assert written == ""
             continue
         blocks = re.findall(r"^(\w+)<<(\S+)\n(.*?)\n\2$", written, re.M | re.S)
-        expected = ("FP4DOCTOR_VLLM_ARGS", blocks[0][1], "--linear-backend=flashinfer_cudnn")
-        assert blocks == [expected], written
+        assert [(name, value) for name, _, value in blocks] == expected_env[facts_name], written
         assert "empty" not in p.stderr and "does not set" in p.stderr  # the unset ones, named
 
 

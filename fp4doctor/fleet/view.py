@@ -169,6 +169,9 @@ def _families(report: Report) -> dict[str, Family]:
         if report.family_ready(p):
             out[p.family] = Family("ready", p.chosen)
             continue
-        own = [f for f in blocking if f.family == p.family]
+        # Its own failures, else the host's (which block every family), else the report's.
+        own = [f for f in blocking if f.family == p.family] or [
+            f for f in blocking if f.family is None
+        ]
         out[p.family] = Family("not ready", None, own[0].reason if own else first)
     return out

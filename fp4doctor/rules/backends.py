@@ -43,14 +43,17 @@ class Verdict:
         )
 
     def risks(self) -> list[Finding]:
-        """Known bugs that may strike (a trigger not established) or that make it slow here:
-        the backend runs, and a clean one is chosen before it."""
+        """Known bugs that may strike (a crash, wrong output or hang whose trigger is not
+        established) or that make it slow here (established): the backend runs, and a clean one
+        is chosen before it. A slowness whose trigger is not established is no reason to leave
+        the engine's own pick."""
+        slow = Symptom.SLOW
         return [
             f
             for f in self.findings
             if f.kind is Kind.ADVISORY
             and f.status is Status.WARN
-            and (not f.established or f.symptom is Symptom.SLOW)
+            and (f.established if f.symptom is slow else not f.established)
         ]
 
     def first_problem(self) -> Finding | None:
