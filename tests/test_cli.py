@@ -227,7 +227,7 @@ def test_config_for_an_env_only_vllm_is_a_dotenv_file(tmp_path: Path) -> None:
 
 
 def test_config_into_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
-    p = run("config", "--facts", fixture("b200"), "-o", str(tmp_path / "nope" / "x.yaml"))
+    p = run("config", "--facts", fixture("b200"), "-o", str(tmp_path / "nope" / "x.env"))
     assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
 
 

@@ -68,8 +68,9 @@ def test_verdicts_match_each_nodes_own_check(report: tuple[int, dict, str]) -> N
         env = CliRunner().invoke(
             main, ["env", "--facts", str(snapshot), "--target", "vllm", "--shell", "json"]
         )
-        expected = json.loads(env.stdout) if env.exit_code == 0 else {"set": {}, "unset": []}
-        assert g["env"] == expected, snapshot.stem
+        exported = json.loads(env.stdout)
+        assert exported["outcome"] == ("ready" if env.exit_code == 0 else r.outcome.value)
+        assert g["env"] == {"set": exported["set"], "unset": exported["unset"]}, snapshot.stem
     assert code == (1 if 1 in codes.values() else 0 if set(codes.values()) == {0} else 3)
     for family, counts in doc["families"].items():
         assert sum(counts.values()) == 5, family

@@ -306,6 +306,8 @@ def test_the_hook_knows_an_fp4doctor_json_command_line() -> None:
     assert _json_command(("fp4doctor", "check", "--format", "json")) == "report"
     assert _json_command(["fp4doctor", "probe", "--json"]) == "facts"
     assert _json_command(["fp4doctor", "advisories", "--json"]) == "advisories"
+    assert _json_command(["fp4doctor", "fleet", "--facts", "d", "--json"]) == "fleet"
+    assert _json_command(["fp4doctor", "explain", "--model", "m", "--json"]) == "explain"
     assert _json_command(["fp4doctor", "check"]) is None
     assert _json_command(["fp4doctor", "check", "--json", "--help"]) is None
     assert _json_command("fp4doctor check --json") is None  # a shell string: not parsed
@@ -334,7 +336,7 @@ def test_the_hook_refuses_a_document_that_does_not_match(
             _in("env", '{"set": {"A": "b"}, "unset": []}')
 
         def test_a_command_without_a_schema_is_not_checked():
-            _in("fleet", '{"schema_version": 1, "anything": []}')
+            _in("node", '{"schema_version": 1, "anything": []}')
 
         def test_a_subprocess_writes_a_bad_document():
             import subprocess, sys

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import re
 
-from fp4doctor.emit.exports import EmitError, Exports
+from fp4doctor.emit.exports import PLAIN, EmitError, Exports
 
 # bufio.Scanner's default limit (MaxScanTokenSize), which docker's env-file reader keeps;
 # the limit covers the line and its newline.
 DOCKER_MAX_LINE_BYTES = 64 * 1024 - 1
 
 # Any character other than those that no reader gives a meaning, anywhere in a value.
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:+=@%/-]")
+_UNSAFE = re.compile(f"[^{PLAIN}]")
 
 _INSTEAD = (
     "; for a shell use `fp4doctor env --shell sh` (or bash), for the engine `fp4doctor config`"
