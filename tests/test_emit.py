@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fp4doctor.emit import FORMATS, EmitError, Exports, emit, fish, gha, pwsh, sh
-from fp4doctor.emit.config import render_trtllm_yaml, render_args_yaml
+from fp4doctor.emit.config import render_args_yaml, render_trtllm_yaml
 from fp4doctor.emit.exports import check
 
 # Examples per property (a deep run: FP4DOCTOR_FUZZ_EXAMPLES=2000).
@@ -217,7 +217,8 @@ def test_gha_refuses_a_trailing_cr() -> None:
 
 def test_json() -> None:
     assert emit("json", SIMPLE) == (
-        '{\n  "set": {\n    "A": "x",\n    "B": "it\'s"\n  },\n  "unset": [\n    "C"\n  ]\n}\n'
+        '{\n  "outcome": "ready",\n  "set": {\n    "A": "x",\n    "B": "it\'s"\n  },\n'
+        '  "unset": [\n    "C"\n  ]\n}\n'
     )
 
 
@@ -247,7 +248,7 @@ def test_nothing_to_export_is_empty(fmt: str) -> None:
 
 
 def test_nothing_to_export_in_json() -> None:
-    assert json.loads(emit("json", Exports())) == {"set": {}, "unset": []}
+    assert json.loads(emit("json", Exports())) == {"outcome": "ready", "set": {}, "unset": []}
 
 
 BAD_KEYS = ["", "1A", "A-B", "A B", "A=B", "É", "A\n", "A;rm", "$(x)", "A.B", "a\0"]
@@ -511,7 +512,7 @@ def test_gha_reads_back_exactly_on_linux_and_windows_runners(
 @given(exports=exports_strategy())
 def test_json_round_trip(exports: Exports) -> None:
     document = json.loads(emit("json", exports))
-    assert document == {"set": dict(exports.set), "unset": list(exports.unset)}
+    assert document == {"outcome": "ready", "set": dict(exports.set), "unset": list(exports.unset)}
     assert list(document["set"]) == [name for name, _ in exports.set]
 
 

@@ -201,3 +201,13 @@ def test_a_node_with_unreadable_facts_is_not_judged() -> None:
     assert [n.name for n in report.failed] == ["from-the-future"]
     assert "newer than this fp4doctor understands" in (report.failed[0].error or "")
     assert len(report.nodes) == len(vs) + 1
+
+
+def test_counts_are_plural_unless_one(tmp_path: Path) -> None:
+    shutil.copy(FLEET / "b200-01.json", tmp_path / "b200-01.json")
+    result = CliRunner().invoke(main, ["fleet", "--facts", str(tmp_path), "--target", "vllm"])
+    out = result.stdout
+    assert " 1 node in 1 group\n" in out and "1 nodes" not in out
+    assert "of 1 judged node ready, 0 outliers, 0 not judged" in out
+    many = CliRunner().invoke(main, ["fleet", "--facts", str(FLEET), "--target", "vllm"]).stdout
+    assert " 5 nodes in 3 groups\n" in many and " 1 outlier, " in many
