@@ -117,8 +117,8 @@ def _counts(cases: list[Case]) -> dict[str, str]:
 
 
 def _suite(parent: ET.Element, name: str, cases: list[Case], stamp: dict[str, str]) -> None:
-    suite = ET.SubElement(parent, "testsuite", name=_xml_text(name), **_counts(cases), time="0")
-    for key, value in stamp.items():
+    suite = ET.SubElement(parent, "testsuite", {"name": _xml_text(name), **_counts(cases)})
+    for key, value in (("time", "0"), *stamp.items()):
         suite.set(key, value)
     for case in cases:
         _case(suite, *case)

@@ -179,8 +179,8 @@ def test_dotenv_refuses_what_its_readers_would_change(value: str, why: str) -> N
     with pytest.raises(EmitError, match=rf"cannot emit A for dotenv.*{why}") as info:
         emit("dotenv", Exports(set=(("A", value),)))
     assert info.value.key == "A"
-    assert "fp4doctor env --shell sh" in str(info.value)
-    assert "fp4doctor config" in str(info.value)
+    assert "fp4doctor env --shell bash" in str(info.value)
+    assert "fp4doctor env --shell json" in str(info.value)
 
 
 def test_gha_with_a_known_delimiter() -> None:
