@@ -264,9 +264,12 @@ def files(
                 else render_args_yaml((), p.yaml_fmt)
             )
             since = f", read from {engine.config_from} on" if engine.config_from else ""
-            note = f"writing {profile.title}'s --config YAML{since}"
-            if not p.yaml:
-                note = f"nothing to set for {label}: writing an empty config ({note[8:]})"
+            which = f"{profile.title}'s --config YAML{since}"
+            note = (
+                f"writing {which}"
+                if p.yaml
+                else f"nothing to set for {label}: writing an empty config ({which})"
+            )
             if len(outputs) == 1 and p.dotenv.unset:
                 note += "; also unset: " + " ".join(p.dotenv.unset)
         else:
