@@ -132,3 +132,15 @@ def test_env_json_gives_the_flags_as_a_list() -> None:
     flags = document["lists"]["FP4DOCTOR_VLLM_ARGS"]
     assert flags == ["--linear-backend=flashinfer_cutlass", "--moe-backend=flashinfer_cutedsl"]
     assert document["set"]["FP4DOCTOR_VLLM_ARGS"] == " ".join(flags)
+
+
+def test_nothing_to_set_takes_the_name_given_and_two_names_must_be_one_of_each(
+    tmp_path: Path,
+) -> None:
+    args = ("config", "-t", "trtllm", "--facts", str(HOSTS_DIR / "b200-vllm-0.33.json"))
+    r = run(*args, "-o", str(tmp_path / "t.env"))
+    assert r.exit_code == 0 and "writing a dotenv file" in r.stderr
+    r = run(*args, "-o", str(tmp_path / "a.yaml"), "-o", str(tmp_path / "b.yaml"))
+    assert r.exit_code == 2 and "one NAME.yaml (the engine's) and one NAME.env" in r.stderr
+    r = run(*args, "-o", "-", "-o", str(tmp_path / "t2.env"))
+    assert r.exit_code == 2 and not (tmp_path / "t2.env").exists()

@@ -214,8 +214,8 @@ def files(
     EmitError, naming the right file, when a name does not fit what the choice needs."""
     target, engine = profile.target, profile.engine
     needs = [k for k, part in (("yaml", p.yaml), ("dotenv", p.dotenv.set)) if part]
-    if not needs:  # nothing to set: an empty file in the engine's own format
-        needs = ["yaml" if p.yaml_fmt else "dotenv"]
+    if not needs:  # nothing to set: an empty file, the engine's own unless the name says
+        needs = [_kind(outputs[0]) or ("yaml" if p.yaml_fmt else "dotenv")]
     variables = " ".join(name for name, _ in p.dotenv.set)
     what = "options" if p.yaml_fmt == "trtllm-yaml" else "command-line flags"
     both = (
