@@ -4,14 +4,21 @@ Markdown step summary (`check --format github`).
 
 JUnit: one `<testcase>` per check (finding), `name` its id (docs/checks.md), `classname`
 `<target>.<backend or group>[.gpuN]` (Jenkins shows the part before the last dot as the
-package); `fail` is a `<failure>`, `error` an `<error>`, `skip` a `<skipped>`, `warn` passes with
-its reason in `<system-out>`. One more case, `fp4doctor.outcome`, carries the answer itself: it
-fails unless the host is ready, so that the job's test view and its exit code agree. A backend
-that is not valid here fails its own checks without failing the host: those cases are in a
-`<testsuite>` of their own per backend, named so ("... (not chosen)").
+package). A case fails (`<failure>` for `fail`, `<error>` for `error`) exactly when its finding
+decides "not ready" (`Report.blocking`): a ready host has no failing case, so Jenkins does not
+mark the build unstable nor GitLab show failed tests. A check that fails without deciding the
+answer (a backend that is not chosen) is `<skipped>`, its message saying so and its reason in
+`<system-out>`; `skip` is `<skipped>` too, `warn` passes with its reason in `<system-out>`. One
+more case, `fp4doctor.outcome`, carries the answer itself: it fails unless the host is ready, so
+that the job's test view and its exit code agree. Each backend's cases are in a `<testsuite>` of
+their own, named "(chosen)" or "(not chosen)". Every suite has a `timestamp` (UTC, the second
+the report was written, or $SOURCE_DATE_EPOCH when set, for reproducible output) and a
+`hostname`, redacted as `probe --json` redacts the facts (`<redacted>`): the XML is an
+artifact CI keeps and shows.
 
-GitHub: an `::error` for each finding that decides "not ready" (`Report.blocking`), a
-`::warning` for each warning that stands or belongs to the chosen backend, and one `::notice`
+GitHub: an `::error` for each finding that decides "not ready" (`Report.blocking`) and for
+nothing else, a `::warning` for each warning that stands or belongs to a chosen backend (of any
+family), and one `::notice`
 or `::error` titled `fp4doctor` with the answer; then the human report inside a collapsed group,
 between `::stop-commands::` markers so that nothing in it (a GPU name from a facts file) is read
 as a command. Values are escaped as actions/toolkit does (packages/core/src/command.ts:
@@ -24,11 +31,13 @@ import os
 import re
 import secrets
 import stat
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from fp4doctor import render
+from fp4doctor.facts import REDACTED
 from fp4doctor.findings import Finding, Status
 from fp4doctor.profile.model import FAMILY_TITLES
 from fp4doctor.terminal import clean
@@ -64,17 +73,27 @@ def _classname(target: str, f: Finding) -> str:
     return ".".join([target, group] + ([f"gpu{f.gpu}"] if f.gpu is not None else []))
 
 
-def _case(parent: ET.Element, classname: str, name: str, status: Status, text: str) -> None:
+# How a case is shown: its finding's status, or NOT_DECIDING for a failure or error that does not
+# decide the answer (it is not among `Report.blocking`), which is a skipped case.
+NOT_DECIDING = "not deciding"
+Shown = Status | str
+Case = tuple[str, str, Shown, str]  # classname, name, how it is shown, the text
+
+
+def _case(parent: ET.Element, classname: str, name: str, shown: Shown, text: str) -> None:
     case = ET.SubElement(parent, "testcase", classname=_xml_text(classname), name=_xml_text(name))
     case.set("time", "0")
     message = _xml_text(text.splitlines()[0] if text else "")
-    if status is Status.FAIL:
+    if shown is Status.FAIL:
         ET.SubElement(case, "failure", message=message, type="fail").text = _xml_text(text)
-    elif status is Status.ERROR:
+    elif shown is Status.ERROR:
         ET.SubElement(case, "error", message=message, type="error").text = _xml_text(text)
-    elif status is Status.SKIP:
+    elif shown is Status.SKIP:
         ET.SubElement(case, "skipped", message=message)
-    elif status is Status.WARN:
+    elif shown == NOT_DECIDING:
+        ET.SubElement(case, "skipped", message=_xml_text(f"does not decide the answer: {message}"))
+        ET.SubElement(case, "system-out").text = _xml_text(f"not valid here: {text}")
+    elif shown is Status.WARN:
         ET.SubElement(case, "system-out").text = _xml_text(f"warning: {text}")
 
 
@@ -87,20 +106,30 @@ def _detail(f: Finding) -> str:
     return "\n".join(lines)
 
 
-def _suite(parent: ET.Element, name: str, cases: list[tuple[str, str, Status, str]]) -> None:
-    counts = {s: sum(1 for c in cases if c[2] is s) for s in Status}
-    suite = ET.SubElement(
-        parent,
-        "testsuite",
-        name=_xml_text(name),
-        tests=str(len(cases)),
-        failures=str(counts[Status.FAIL]),
-        errors=str(counts[Status.ERROR]),
-        skipped=str(counts[Status.SKIP]),
-        time="0",
-    )
+def _counts(cases: list[Case]) -> dict[str, str]:
+    """The counts a suite (or the whole document) carries, as attributes."""
+    return {
+        "tests": str(len(cases)),
+        "failures": str(sum(1 for c in cases if c[2] is Status.FAIL)),
+        "errors": str(sum(1 for c in cases if c[2] is Status.ERROR)),
+        "skipped": str(sum(1 for c in cases if c[2] in (Status.SKIP, NOT_DECIDING))),
+    }
+
+
+def _suite(parent: ET.Element, name: str, cases: list[Case], stamp: dict[str, str]) -> None:
+    suite = ET.SubElement(parent, "testsuite", {"name": _xml_text(name), **_counts(cases)})
+    for key, value in (("time", "0"), *stamp.items()):
+        suite.set(key, value)
     for case in cases:
         _case(suite, *case)
+
+
+def _timestamp() -> str:
+    """Now, in UTC, as JUnit's `timestamp` (ISO 8601 with no zone); $SOURCE_DATE_EPOCH wins
+    (reproducible builds' convention), so that the same input can give the same bytes."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    seconds = int(epoch) if epoch.isdigit() else int(time.time())
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 def junit(report: Report) -> str:
@@ -109,7 +138,8 @@ def junit(report: Report) -> str:
     target, label = report.profile.target, report.engine_label
     backends = {b for p in report.families for b in p.evaluation.verdicts}
     chosen = {p.resolution.chosen for p in report.families}
-    suites: dict[str, list[tuple[str, str, Status, str]]] = {}
+    blocking = report.blocking()
+    suites: dict[str, list[Case]] = {}
     answer = _answer(report)
     ok = report.ready
     suites[f"fp4doctor check: {label}"] = [
@@ -122,16 +152,18 @@ def junit(report: Report) -> str:
             title = f"{label}: {f.backend} (chosen)"
         else:
             title = f"{label}: {f.kind.value}"
-        suites.setdefault(title, []).append((_classname(target, f), f.id, f.status, _detail(f)))
+        shown: Shown = f.status
+        if f.status.blocking and f not in blocking:
+            shown = NOT_DECIDING
+        suites.setdefault(title, []).append((_classname(target, f), f.id, shown, _detail(f)))
     root = ET.Element("testsuites", name="fp4doctor")
     all_cases = [c for cases in suites.values() for c in cases]
-    root.set("tests", str(len(all_cases)))
-    root.set("failures", str(sum(1 for c in all_cases if c[2] is Status.FAIL)))
-    root.set("errors", str(sum(1 for c in all_cases if c[2] is Status.ERROR)))
-    root.set("skipped", str(sum(1 for c in all_cases if c[2] is Status.SKIP)))
+    for key, value in _counts(all_cases).items():
+        root.set(key, value)
     root.set("time", "0")
+    stamp = {"timestamp": _timestamp(), "hostname": REDACTED}
     for name, cases in suites.items():
-        _suite(root, name, cases)
+        _suite(root, name, cases, stamp)
     ET.indent(root)
     raw: bytes = ET.tostring(root, encoding="us-ascii", xml_declaration=False)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + raw.decode("ascii") + "\n"

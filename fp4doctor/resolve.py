@@ -124,7 +124,8 @@ def meant_for(profile: Profile, family_name: str, value: str | None, what: str) 
             known = [f for f in wanted if f in families and _members(profile.view(f), name)]
         if not known:
             views = [profile.view(f) for f in wanted if f in families]
-            choices = ", ".join(c for v in views for c in v.choices())
+            # Each name once: a name (cutlass, marlin) can be a backend or alias in two families.
+            choices = ", ".join(dict.fromkeys(c for v in views for c in v.choices()))
             where = f" in the {scope} family" if scope else ""
             raise ResolveError(
                 f"unknown backend {name!r} for {what}{where} with target {profile.target} "

@@ -215,7 +215,14 @@ def prefetched(
 
 # The commands whose JSON output has a published schema, and which schema. A command that writes
 # JSON and is not listed here has no schema yet: the hook below cannot check it.
-COMMAND_SCHEMAS = {"probe": "facts", "check": "report", "advisories": "advisories", "env": "env"}
+COMMAND_SCHEMAS = {
+    "probe": "facts",
+    "check": "report",
+    "advisories": "advisories",
+    "env": "env",
+    "fleet": "fleet",
+    "explain": "explain",
+}
 
 
 @functools.cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -105,12 +106,14 @@ def test_junit_has_one_case_per_check_and_true_counts(name: str) -> None:
         assert set(case.attrib) <= CASE_ATTRS and case.get("classname")
         assert {child.tag for child in case} <= CASE_CHILDREN
         kinds = {
-            Status.FAIL: "failure",
-            Status.ERROR: "error",
-            Status.SKIP: "skipped",
-            Status.WARN: "system-out",
+            Status.FAIL: ["failure"],
+            Status.ERROR: ["error"],
+            Status.SKIP: ["skipped"],
+            Status.WARN: ["system-out"],
         }
-        expected_tags = [kinds[finding.status]] if finding.status in kinds else []
+        expected_tags = kinds.get(finding.status, [])
+        if finding.status.blocking and finding not in report.blocking():
+            expected_tags = ["skipped", "system-out"]  # fails here, decides nothing
         assert [child.tag for child in case] == expected_tags
         assert case.get("classname", "").startswith(report.profile.target + ".")
         if finding.gpu is not None:
@@ -126,6 +129,45 @@ def test_the_outcome_case_fails_unless_ready(name: str, fails: bool) -> None:
     assert (failure is not None) is fails
     if failure is not None:
         assert "exit code" in (failure.get("message") or "")
+
+
+@pytest.mark.parametrize("name", [READY, NOT_READY, NO_VERDICT, "b200", "mixed", "gb200"])
+def test_a_case_fails_exactly_when_its_finding_decides_not_ready(name: str) -> None:
+    """A ready host has no failing case (Jenkins would mark the build unstable, GitLab show failed
+    tests): a backend that is not chosen is skipped, and says why."""
+    code, root, _ = junit_of(name)
+    report = diagnose(Question(facts_file=host(name), smoke=None))
+    blocking = {f.id for f in report.blocking()}
+    failing = [
+        c.get("name")
+        for c in root.iter("testcase")
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
+    if report.ready:
+        assert code == 0 and failing == [] and root.get("failures") == root.get("errors") == "0"
+    else:
+        assert failing[0] == ci_formats.OUTCOME_ID and set(failing[1:]) == blocking
+    skipped = [c for c in root.iter("testcase") if c.find("skipped") is not None]
+    not_chosen = [
+        c for c in skipped if "does not decide" in (c.find("skipped").get("message") or "")
+    ]  # type: ignore[union-attr]
+    assert not_chosen and all(
+        c.findtext("system-out", "").startswith("not valid here: ") for c in not_chosen
+    )
+
+
+def test_every_suite_says_when_and_where_the_hostname_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    report = diagnose(Question(facts_file=host(READY), smoke=None))
+    root = ET.fromstring(ci_formats.junit(report))
+    suites = root.findall("testsuite")
+    assert suites and {s.get("timestamp") for s in suites} == {"2026-01-01T00:00:00"}
+    assert {s.get("hostname") for s in suites} == {"<redacted>"}
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    stamp = ET.fromstring(ci_formats.junit(report)).find("testsuite").get("timestamp")  # type: ignore[union-attr]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", stamp or "")
 
 
 def test_junit_carries_hostile_text_as_valid_xml(tmp_path: Path) -> None:

@@ -227,7 +227,7 @@ def test_config_for_an_env_only_vllm_is_a_dotenv_file(tmp_path: Path) -> None:
 
 
 def test_config_into_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
-    p = run("config", "--facts", fixture("b200"), "-o", str(tmp_path / "nope" / "x.yaml"))
+    p = run("config", "--facts", fixture("b200"), "-o", str(tmp_path / "nope" / "x.env"))
     assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -252,3 +252,21 @@ def test_aliases_are_case_insensitive_and_take_engine_spellings() -> None:
     assert p.returncode == 0 and "flashinfer-cudnn" in p.stdout
     p = run("env", "--facts", fixture("b300"), "--target", "flashinfer", "--prefer", "cute-dsl")
     assert p.returncode == 0, p.stderr
+
+
+def test_the_prefer_error_names_each_backend_once() -> None:
+    p = run("check", "--facts", fixture("b200"), "--prefer", "nosuch")
+    assert p.returncode == 2
+    names = p.stderr.split("(valid: ", 1)[1].rstrip(")\n").split(", ")
+    assert len(names) == len(set(names)) and {"cutlass", "marlin", "flashinfer-trtllm-moe"} <= set(
+        names
+    )
+
+
+def test_no_reason_says_the_same_thing_twice() -> None:
+    """Two alternatives that both need a GPU both measure "no NVIDIA GPU is visible"."""
+    for target in ("vllm", "sglang", "trtllm", "flashinfer"):
+        p = run("check", "--target", target, "--facts", fixture("cpu"), "--json")
+        for finding in json.loads(p.stdout)["findings"]:
+            parts = finding["reason"].split("; ")
+            assert len(parts) == len(set(parts)), finding["reason"]

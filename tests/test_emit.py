@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fp4doctor.emit import FORMATS, EmitError, Exports, emit, fish, gha, pwsh, sh
-from fp4doctor.emit.config import render_trtllm_yaml, render_vllm_yaml
+from fp4doctor.emit.config import render_args_yaml, render_trtllm_yaml
 from fp4doctor.emit.exports import check
 
 # Examples per property (a deep run: FP4DOCTOR_FUZZ_EXAMPLES=2000).
@@ -179,8 +179,8 @@ def test_dotenv_refuses_what_its_readers_would_change(value: str, why: str) -> N
     with pytest.raises(EmitError, match=rf"cannot emit A for dotenv.*{why}") as info:
         emit("dotenv", Exports(set=(("A", value),)))
     assert info.value.key == "A"
-    assert "fp4doctor env --shell sh" in str(info.value)
-    assert "fp4doctor config" in str(info.value)
+    assert "fp4doctor env --shell bash" in str(info.value)
+    assert "fp4doctor env --shell json" in str(info.value)
 
 
 def test_gha_with_a_known_delimiter() -> None:
@@ -217,7 +217,8 @@ def test_gha_refuses_a_trailing_cr() -> None:
 
 def test_json() -> None:
     assert emit("json", SIMPLE) == (
-        '{\n  "set": {\n    "A": "x",\n    "B": "it\'s"\n  },\n  "unset": [\n    "C"\n  ]\n}\n'
+        '{\n  "outcome": "ready",\n  "set": {\n    "A": "x",\n    "B": "it\'s"\n  },\n'
+        '  "unset": [\n    "C"\n  ]\n}\n'
     )
 
 
@@ -247,7 +248,7 @@ def test_nothing_to_export_is_empty(fmt: str) -> None:
 
 
 def test_nothing_to_export_in_json() -> None:
-    assert json.loads(emit("json", Exports())) == {"set": {}, "unset": []}
+    assert json.loads(emit("json", Exports())) == {"outcome": "ready", "set": {}, "unset": []}
 
 
 BAD_KEYS = ["", "1A", "A-B", "A B", "A=B", "É", "A\n", "A;rm", "$(x)", "A.B", "a\0"]
@@ -511,7 +512,7 @@ def test_gha_reads_back_exactly_on_linux_and_windows_runners(
 @given(exports=exports_strategy())
 def test_json_round_trip(exports: Exports) -> None:
     document = json.loads(emit("json", exports))
-    assert document == {"set": dict(exports.set), "unset": list(exports.unset)}
+    assert document == {"outcome": "ready", "set": dict(exports.set), "unset": list(exports.unset)}
     assert list(document["set"]) == [name for name, _ in exports.set]
 
 
@@ -520,7 +521,7 @@ def test_json_round_trip(exports: Exports) -> None:
 
 
 def test_vllm_yaml() -> None:
-    text = render_vllm_yaml([("--linear-backend", "flashinfer_cudnn")])
+    text = render_args_yaml([("--linear-backend", "flashinfer_cudnn")])
     assert text.startswith("# ")
     assert "fp4doctor" in text.splitlines()[0]
     body = [line for line in text.splitlines() if not line.startswith("#")]
@@ -529,7 +530,7 @@ def test_vllm_yaml() -> None:
 
 def test_vllm_yaml_quotes_what_yaml_would_retype() -> None:
     args = [("--a", "yes"), ("--b", "1.0"), ("--c", "null"), ("--d", "x: y # z"), ("--e", "")]
-    loaded = yaml.safe_load(render_vllm_yaml(args))
+    loaded = yaml.safe_load(render_args_yaml(args))
     assert loaded == {"a": "yes", "b": "1.0", "c": "null", "d": "x: y # z", "e": ""}
 
 
@@ -537,20 +538,20 @@ def test_vllm_yaml_quotes_what_yaml_would_retype() -> None:
 @given(values=st.lists(VALUES, max_size=4))
 def test_vllm_yaml_round_trip(values: list[str]) -> None:
     args = [(f"--opt-{i}", v) for i, v in enumerate(values)]
-    assert yaml.safe_load(render_vllm_yaml(args)) == {k[2:]: v for k, v in args}
+    assert yaml.safe_load(render_args_yaml(args)) == {k[2:]: v for k, v in args}
 
 
 @pytest.mark.parametrize("option", ["linear-backend", "-x", "--", "--a b", "--a=b", "--\n"])
 def test_vllm_yaml_refuses_what_is_not_a_long_option(option: str) -> None:
     with pytest.raises(EmitError, match="invalid vLLM option"):
-        render_vllm_yaml([(option, "v")])
+        render_args_yaml([(option, "v")])
 
 
 def test_vllm_yaml_refuses_a_repeated_option_and_nul() -> None:
     with pytest.raises(EmitError, match="twice"):
-        render_vllm_yaml([("--a", "1"), ("--a", "2")])
+        render_args_yaml([("--a", "1"), ("--a", "2")])
     with pytest.raises(EmitError, match="NUL"):
-        render_vllm_yaml([("--a", "x\0")])
+        render_args_yaml([("--a", "x\0")])
 
 
 def test_trtllm_yaml_nests_dotted_keys_in_block_style() -> None:

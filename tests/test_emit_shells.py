@@ -311,3 +311,74 @@ def test_fish_output_also_works_through_eval_of_a_command_substitution(sandbox: 
     )
     workdir = _workdir(sandbox)
     apply_in_shell(variant, emit("fish", exports), exports, workdir)
+
+
+# --- an engine's flags (a list), run as each shell runs them -----------------------------------
+
+# A program that prints its argv one per line: it stands for `vllm`, on PATH as `vllm`.
+ARGV_PRINTER = '#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done\n'
+LIST_SHELLS = ("bash", "zsh", "zsh-rcquotes", "dash", "fish")
+
+
+def _flags_from_fp4doctor(fmt: str) -> tuple[str, str]:
+    """What `fp4doctor env` prints for vLLM 0.24 on a B200 (two flags, one per family), and
+    the usage line it gives on stderr for that shell."""
+    from click.testing import CliRunner
+    from conftest import HOSTS_DIR
+
+    from fp4doctor import cli
+
+    facts = str(HOSTS_DIR / "b200.json")
+    args = ["env", "--facts", facts, "--engine-version", "0.24.0", "--shell", fmt]
+    result = CliRunner().invoke(cli.main, args)
+    assert result.exit_code == 0, result.stderr
+    usage = [line for line in result.stderr.splitlines() if line.startswith("fp4doctor: use: ")]
+    assert len(usage) == 1, result.stderr
+    return result.stdout, usage[0].removeprefix("fp4doctor: use: ").split(" (", 1)[0]
+
+
+@pytest.mark.parametrize("name", LIST_SHELLS)
+def test_the_usage_line_hands_the_engine_one_argument_per_flag(name: str, sandbox: Path) -> None:
+    """`vllm serve MODEL $FP4DOCTOR_VLLM_ARGS`, as fp4doctor prints it on stderr for this shell,
+    run by the real shell after applying what fp4doctor printed on stdout: every flag arrives as
+    its own argument (in zsh and fish an exported string arrived as one)."""
+    shell = next(s for s in SHELLS if s.name == name)
+    _require(shell)
+    text, usage = _flags_from_fp4doctor(shell.fmt)
+    assert usage == "vllm serve MODEL $FP4DOCTOR_VLLM_ARGS"
+    workdir = _workdir(sandbox)
+    bindir = workdir / "home" / "bin"
+    bindir.mkdir()
+    (bindir / "vllm").write_text(ARGV_PRINTER)
+    (bindir / "vllm").chmod(0o755)
+    (workdir / "emitted").write_text(text)
+    apply = "cat ./emitted | source" if shell.fmt == "fish" else 'eval "$(cat ./emitted)"'
+    script = workdir / "driver"
+    script.write_text(f"{apply}\n{usage} > argv\n")
+    env = {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir / "home")}
+    proc = subprocess.run(
+        [*shell.argv, str(script)], cwd=workdir, env=env, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode(errors="replace")
+    assert (workdir / "argv").read_text().splitlines() == [
+        "serve",
+        "MODEL",
+        "--linear-backend=flashinfer_cutlass",
+        "--moe-backend=flashinfer_cutedsl",
+    ]
+
+
+@pytest.mark.parametrize("name", ("bash", "dash", "fish"))
+def test_a_list_is_exported_as_the_words_joined_by_a_space(name: str, sandbox: Path) -> None:
+    """A script the shell starts sees the flags too, as one string (zsh cannot export an array:
+    zsh.py says so)."""
+    shell = next(s for s in SHELLS if s.name == name)
+    _require(shell)
+    exports = Exports(set=(("FP4_A", "--a=x --b=y"),), lists=("FP4_A",))
+    apply_in_shell(shell, emit(shell.fmt, exports), exports, _workdir(sandbox))
+
+
+def test_a_word_that_an_unquoted_expansion_would_change_is_refused() -> None:
+    for word in ("--a=*", "--a=$(x)", "", "--a=[b]", "--a=x\ty"):
+        with pytest.raises(EmitError, match="one argument"):
+            emit("bash", Exports(set=(("FP4_A", f"--z=1 {word}"),), lists=("FP4_A",)))

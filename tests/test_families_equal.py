@@ -41,7 +41,9 @@ def test_env_and_config_exit_0_exactly_when_every_family_has_a_valid_choice(
     expected = 3 if no_verdict else (0 if valid else 1)
     common = ("--target", "vllm", "--facts", str(host), "--engine-version", release)
     env = run("env", *common)
-    config = run("config", *common, "-o", str(tmp_path / "vllm-fp4.yaml"))
+    # Both files: a release takes the choice as flags (the YAML), variables (the dotenv), or both.
+    files = (tmp_path / "vllm-fp4.yaml", tmp_path / "vllm-fp4.env")
+    config = run("config", *common, "-o", str(files[0]), "-o", str(files[1]))
     for done in (env, config):
         assert done.returncode == expected, done.stderr
         assert not re.search(r"\bNone\b", done.stderr), done.stderr
@@ -51,7 +53,7 @@ def test_env_and_config_exit_0_exactly_when_every_family_has_a_valid_choice(
                     assert f"the {part.title} has no valid backend here" in done.stderr
     if expected != 0:
         assert env.stdout == ""
-        assert not (tmp_path / "vllm-fp4.yaml").exists()
+        assert not any(f.exists() for f in files)
     check = run("check", *common, "--json", "--no-smoke")
     doc = json.loads(check.stdout)
     assert {k: f["chosen"] for k, f in doc["families"].items()} == {

@@ -68,8 +68,9 @@ def test_verdicts_match_each_nodes_own_check(report: tuple[int, dict, str]) -> N
         env = CliRunner().invoke(
             main, ["env", "--facts", str(snapshot), "--target", "vllm", "--shell", "json"]
         )
-        expected = json.loads(env.stdout) if env.exit_code == 0 else {"set": {}, "unset": []}
-        assert g["env"] == expected, snapshot.stem
+        exported = json.loads(env.stdout)
+        assert exported["outcome"] == ("ready" if env.exit_code == 0 else r.outcome.value)
+        assert g["env"] == {"set": exported["set"], "unset": exported["unset"]}, snapshot.stem
     assert code == (1 if 1 in codes.values() else 0 if set(codes.values()) == {0} else 3)
     for family, counts in doc["families"].items():
         assert sum(counts.values()) == 5, family
@@ -200,3 +201,13 @@ def test_a_node_with_unreadable_facts_is_not_judged() -> None:
     assert [n.name for n in report.failed] == ["from-the-future"]
     assert "newer than this fp4doctor understands" in (report.failed[0].error or "")
     assert len(report.nodes) == len(vs) + 1
+
+
+def test_counts_are_plural_unless_one(tmp_path: Path) -> None:
+    shutil.copy(FLEET / "b200-01.json", tmp_path / "b200-01.json")
+    result = CliRunner().invoke(main, ["fleet", "--facts", str(tmp_path), "--target", "vllm"])
+    out = result.stdout
+    assert " 1 node in 1 group\n" in out and "1 nodes" not in out
+    assert "of 1 judged node ready, 0 outliers, 0 not judged" in out
+    many = CliRunner().invoke(main, ["fleet", "--facts", str(FLEET), "--target", "vllm"]).stdout
+    assert " 5 nodes in 3 groups\n" in many and " 1 outlier, " in many

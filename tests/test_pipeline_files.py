@@ -325,7 +325,7 @@ def test_two_flags_in_one_value_are_refused_with_the_reason_and_what_to_use(valu
     message = str(info.value)
     assert message.startswith("cannot emit FP4DOCTOR_VLLM_ARGS for dotenv: the value holds ' '")
     assert "two flags in one value" in message and "docker" in message
-    assert "--shell sh" in message and "fp4doctor config" in message
+    assert "--shell bash" in message and "--shell json" in message
     assert "\n" not in message
 
 

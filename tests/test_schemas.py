@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import shutil
 import subprocess
 import types
 import typing
@@ -306,6 +307,8 @@ def test_the_hook_knows_an_fp4doctor_json_command_line() -> None:
     assert _json_command(("fp4doctor", "check", "--format", "json")) == "report"
     assert _json_command(["fp4doctor", "probe", "--json"]) == "facts"
     assert _json_command(["fp4doctor", "advisories", "--json"]) == "advisories"
+    assert _json_command(["fp4doctor", "fleet", "--facts", "d", "--json"]) == "fleet"
+    assert _json_command(["fp4doctor", "explain", "--model", "m", "--json"]) == "explain"
     assert _json_command(["fp4doctor", "check"]) is None
     assert _json_command(["fp4doctor", "check", "--json", "--help"]) is None
     assert _json_command("fp4doctor check --json") is None  # a shell string: not parsed
@@ -334,7 +337,7 @@ def test_the_hook_refuses_a_document_that_does_not_match(
             _in("env", '{"set": {"A": "b"}, "unset": []}')
 
         def test_a_command_without_a_schema_is_not_checked():
-            _in("fleet", '{"schema_version": 1, "anything": []}')
+            _in("node", '{"schema_version": 1, "anything": []}')
 
         def test_a_subprocess_writes_a_bad_document():
             import subprocess, sys
@@ -380,3 +383,51 @@ def test_the_validation_snippet_of_pipelines_md_runs(
     )
     with pytest.raises(jsonschema.ValidationError):
         exec(compile(snippet, "docs/pipelines.md", "exec"), {})
+
+
+# --- fleet and explain: real documents against their schemas --------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _validate(kind: str, argv: list[str]) -> Any:
+    from click.testing import CliRunner
+
+    from fp4doctor import cli
+
+    result = CliRunner().invoke(cli.main, argv)
+    assert result.exit_code in (0, 1, 3), result.stderr
+    document = json.loads(result.stdout)
+    assert schemas.kind_of(document) == (kind, 1)
+    jsonschema.Draft202012Validator(schemas.load(kind)).validate(document)
+    return document
+
+
+def test_fleet_json_matches_its_schema(tmp_path: Path) -> None:
+    document = _validate("fleet", ["fleet", "--facts", str(FIXTURES / "fleet"), "--json"])
+    assert document["outliers"] and len(document["groups"]) > 1
+    # A group's facts are a facts document.
+    facts_schema = jsonschema.Draft202012Validator(schemas.load("facts"))
+    for group in document["groups"]:
+        facts_schema.validate(group["facts"])
+    # An unreadable snapshot: a node that could not be judged.
+    shutil.copy(FIXTURES / "fleet" / "b200-01.json", tmp_path / "ok.json")
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    document = _validate("fleet", ["fleet", "--facts", str(tmp_path), "--json"])
+    assert [f["node"] for f in document["failed"]] == ["broken"]
+
+
+@pytest.mark.parametrize(
+    "checkpoint", sorted(p.name for p in (FIXTURES / "checkpoints").iterdir() if p.is_dir())
+)
+def test_explain_json_matches_its_schema(checkpoint: str) -> None:
+    argv = ["explain", "--facts", str(HOSTS_DIR / "b200-vllm-0.33.json"), "--json"]
+    argv += ["--model", str(FIXTURES / "checkpoints" / checkpoint)]
+    from click.testing import CliRunner
+
+    from fp4doctor import cli
+
+    if CliRunner().invoke(cli.main, argv).exit_code == 2:
+        pytest.skip(f"{checkpoint} is a checkpoint fp4doctor refuses (tested elsewhere)")
+    document = _validate("explain", argv)
+    assert document["layers"]

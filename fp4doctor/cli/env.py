@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     "shell",
     default="bash",
     show_default=True,
-    help="Output format: bash, zsh, fish, sh, pwsh, dotenv, gha, json.",
+    help="Output format: bash, zsh, fish, sh, pwsh, dotenv, gha, json (an engine's flags are an "
+    "array in zsh, fish and pwsh, so that `$FP4DOCTOR_VLLM_ARGS` gives one argument per flag).",
 )
 @click.option("--smoke", is_flag=True, help="Also run the live GEMMs before choosing (slower).")
 def env(q: Question, shell: str, smoke: bool) -> None:
@@ -37,12 +38,26 @@ def env(q: Question, shell: str, smoke: bool) -> None:
     if shell not in FORMATS:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
     report = ask(replace(q, smoke=smoke))
-    settle(report, "nothing to export")
+    try:
+        settle(report, "nothing to export")
+    except SystemExit as stop:
+        if shell == "json":  # a JSON reader still gets JSON: the outcome, nothing to set
+            from fp4doctor.doctor import Outcome
+            from fp4doctor.emit.json import nothing
+
+            outcome = next((o for o in Outcome if o.exit_code == stop.code), Outcome.NOT_READY)
+            write(nothing(outcome.value), kind="json")
+        raise
     chosen = settings([p.resolution for p in report.families])
-    exports, notes = exports_for(report.profile, chosen, report.engine_label)
+    label, version = report.engine_label, report.engine.version
+    exports, notes = exports_for(report.profile, chosen, label, shell)
     for n in notes:
         note(n)
     with user_errors():
+        if shell == "dotenv":
+            from fp4doctor.emit.config import dotenv_words
+
+            dotenv_words(exports, report.profile, version, label)
         text = emit(shell, exports)
     if shell == "gha" and exports.unset:
         note(

@@ -16,9 +16,9 @@ works for all three: the only common form is a bare value that none of them give
 meaning. A value is therefore written bare when it is made only of ASCII letters, digits and
 ``_ - . / : , + = @ %`` (``--linear-backend=flashinfer_cudnn``, ``a:b,c``, the empty value),
 and refused otherwise with an EmitError that says which reader would change it and what to
-use instead. Engine flags are emitted as one word (``--flag=value``) so that they fit; a value
-that still holds a space (two flags) cannot be a dotenv value: source ``fp4doctor env --shell
-sh`` (or ``bash``) in a shell, or write the engine's own config file with ``fp4doctor config``.
+use instead. Engine flags are emitted as one word (``--flag=value``) so that one fits; two
+flags (a space) cannot be a dotenv value: `emit.config.dotenv_words` refuses them first, naming
+what works for that engine release (its own config file, or `fp4doctor env` in a shell).
 
 A dotenv file cannot remove a variable: a name to unset is written as a comment, which all
 three readers skip, so the reader sees which knob conflicts.
@@ -28,17 +28,18 @@ from __future__ import annotations
 
 import re
 
-from fp4doctor.emit.exports import EmitError, Exports
+from fp4doctor.emit.exports import PLAIN, EmitError, Exports
 
 # bufio.Scanner's default limit (MaxScanTokenSize), which docker's env-file reader keeps;
 # the limit covers the line and its newline.
 DOCKER_MAX_LINE_BYTES = 64 * 1024 - 1
 
 # Any character other than those that no reader gives a meaning, anywhere in a value.
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:+=@%/-]")
+_UNSAFE = re.compile(f"[^{PLAIN}]")
 
 _INSTEAD = (
-    "; for a shell use `fp4doctor env --shell sh` (or bash), for the engine `fp4doctor config`"
+    "; a shell reads it from `fp4doctor env --shell bash` (or zsh, fish, sh, pwsh), a program "
+    "from `fp4doctor env --shell json`"
 )
 
 # Why a character that _UNSAFE finds would be read differently; the first match wins.

@@ -3,6 +3,14 @@
 The checks live here, once: a name must match ``^[A-Za-z_][A-Za-z0-9_]*$``, a value must be
 text that an environment can hold (no NUL, encodable as UTF-8), and each name appears once.
 Each format then refuses only what its own syntax cannot carry.
+
+A *list* (`Exports.lists`) is a variable that holds several words, an engine's flags
+(``FP4DOCTOR_VLLM_ARGS='--linear-backend=flashinfer_cudnn --moe-backend=cutlass'``), for
+``vllm serve MODEL $FP4DOCTOR_VLLM_ARGS``. Its value is the words joined by one space, so that
+every format and every program that reads the environment gets the same string; a shell with
+arrays sets it as one as well (zsh, fish, PowerShell), so that the unquoted expansion gives one
+argument per word there too. Each word is made only of `PLAIN` characters: then bash and sh
+split the unquoted expansion into exactly the words (the default IFS) and no word can glob.
 """
 
 from __future__ import annotations
@@ -11,6 +19,10 @@ import re
 from dataclasses import dataclass
 
 KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The characters that no shell, dotenv reader or glob gives a meaning: ASCII letters, digits and
+# _ . , : + = @ % / -  (dotenv.py writes only these bare; a list's words hold only these).
+PLAIN = "A-Za-z0-9_.,:+=@%/-"
+_PLAIN_WORD = re.compile(f"[{PLAIN}]+")
 
 
 class EmitError(ValueError):
@@ -28,10 +40,16 @@ class EmitError(ValueError):
 
 @dataclass(frozen=True)
 class Exports:
-    """Ordered names to set (with their values) and names to unset (conflicting knobs)."""
+    """Ordered names to set (with their values) and names to unset (conflicting knobs); `lists`
+    names the variables of `set` whose value is several words joined by one space."""
 
     set: tuple[tuple[str, str], ...] = ()
     unset: tuple[str, ...] = ()
+    lists: tuple[str, ...] = ()
+
+    def words(self, name: str) -> list[str]:
+        """The words of the list `name` (its value split at the single spaces that join them)."""
+        return dict(self.set)[name].split(" ")
 
 
 def check_key(key: object) -> str:
@@ -84,4 +102,18 @@ def check(exports: Exports) -> Exports:
             raise EmitError(f"{key} is set twice", key=key)
         set_names.add(key)
         check_value(key, value)
+    values = dict(exports.set)
+    for key in exports.lists:
+        if key not in values:
+            raise EmitError(f"{key} is named a list but is not set", key=key)
+        if exports.lists.count(key) > 1:
+            raise EmitError(f"{key} is named a list twice", key=key)
+        for word in values[key].split(" "):
+            if not _PLAIN_WORD.fullmatch(word):
+                raise EmitError(
+                    f"cannot emit {key}: the word {word!r} (of {values[key]!r}) is not made only "
+                    "of ASCII letters, digits and _ . , : + = @ % / -, so an unquoted "
+                    f"${key} in bash or sh would not give it back as one argument",
+                    key=key,
+                )
     return exports

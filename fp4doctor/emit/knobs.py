@@ -52,29 +52,40 @@ def settings(resolutions: Sequence[Resolution]) -> Settings:
 
 
 def exports_for(
-    profile: Profile, resolution: Resolution | Settings, label: str
+    profile: Profile, resolution: Resolution | Settings, label: str, fmt: str | None = None
 ) -> tuple[Exports, list[str]]:
     """The variables to set and unset, and the notes that say how to use them (for stderr).
 
-    A flag is written as one word, `--linear-backend=flashinfer_cudnn`: a shell that does not
-    split words (zsh, fish) still hands the engine's argument parser one it understands.
+    A flag is written as one word, `--linear-backend=flashinfer_cudnn`, and the engine's args
+    variable is a list of those words (`Exports.lists`): each shell's format sets it so that its
+    unquoted expansion gives one argument per flag. With `fmt`, a shell's format, the notes end
+    with that shell's usage line (`vllm serve MODEL $FP4DOCTOR_VLLM_ARGS`).
     """
+    from fp4doctor.emit import usage
+    from fp4doctor.emit.config import serve_command
+
     notes: list[str] = []
     set_env = list(resolution.set_env)
     variable = profile.engine.args_variable
     args = [f"{flag}={value}" for flag, value in resolution.cli_args]
     args += [f"{name}={value}" for name, value in resolution.arguments]
+    lists: tuple[str, ...] = ()
     if args and variable:
         set_env.append((variable, " ".join(args)))
+        lists = (variable,)
         how = "a command-line flag" if resolution.cli_args else "an argument"
         notes.append(
             f"{label} takes this choice only as {how}: pass ${variable} to it ({' '.join(args)})"
         )
+        serve = serve_command(profile.target)
+        shown = usage(fmt, variable) if fmt is not None else None
+        if serve is not None and shown is not None and resolution.cli_args:
+            notes.append(f"use: {serve} {shown}")
     if resolution.config:
         notes.append(
             f"{label} takes this choice only in its options YAML: "
-            f"write it with `fp4doctor config --target {profile.target} -o FILE`"
+            f"write it with `fp4doctor config --target {profile.target} -o FILE.yaml`"
         )
     names = {n for n, _ in set_env}
     unset = tuple(n for n in resolution.unset_env if n not in names)
-    return Exports(set=tuple(set_env), unset=unset), notes
+    return Exports(set=tuple(set_env), unset=unset, lists=lists), notes

@@ -10,6 +10,12 @@ An empty value is refused: PowerShell before 7.5 deletes a variable that is set 
 string (about_Environment_Variables, changed in 7.5), so the result would depend on the
 PowerShell version.
 
+A list (an engine's flags, `Exports.lists`) is set twice: as the environment variable (the
+words joined by a space, as every format writes it) and as a global PowerShell array of the
+same name, ``$global:NAME = @('--a=x', '--b=y')``; PowerShell passes each element of an array
+to a native command as its own argument: ``vllm serve MODEL $FP4DOCTOR_VLLM_ARGS``. (PowerShell
+is not installed on fp4doctor's test hosts: tests/test_emit_shells.py runs it where it is.)
+
 Use: ``fp4doctor env --shell pwsh | Out-String | Invoke-Expression``.
 """
 
@@ -48,4 +54,12 @@ def render(exports: Exports) -> str:
             )
     lines = [f"Remove-Item -LiteralPath Env:{name} -ErrorAction Ignore" for name in exports.unset]
     lines += [f"$env:{name} = {quote(value)}" for name, value in exports.set]
+    for name in exports.lists:
+        words = ", ".join(quote(w) for w in exports.words(name))
+        lines.append(f"$global:{name} = @({words})")
     return "".join(line + "\n" for line in lines)
+
+
+def usage(name: str) -> str:
+    """How a command line takes the list `name`, in PowerShell."""
+    return f"${name} (a PowerShell array: one argument per flag)"

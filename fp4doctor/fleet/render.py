@@ -14,6 +14,11 @@ FLEET_SCHEMA_VERSION = 1
 _MARK = {"ready": Status.PASS, "not ready": Status.FAIL, "no verdict": Status.WARN}
 
 
+def count(n: int, noun: str) -> str:
+    """`n` and `noun`, plural unless `n` is 1: "1 node", "3 nodes", "0 outliers"."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _env(g: Group) -> dict[str, Any]:
     n = g.typical
     return {"set": dict(n.env_set), "unset": list(n.env_unset)}
@@ -81,8 +86,8 @@ def human(report: FleetReport, *, style: Style) -> str:
     """Groups (largest first) with their verdict and env, then the outliers and the failures."""
     out = [
         style.bold(
-            f"fp4doctor {__version__} · fleet · {len(report.nodes)} nodes in "
-            f"{len(report.groups)} group{'s' if len(report.groups) != 1 else ''}"
+            f"fp4doctor {__version__} · fleet · {count(len(report.nodes), 'node')} in "
+            f"{count(len(report.groups), 'group')}"
         )
     ]
     for family, counts in report.families.items():
@@ -94,7 +99,7 @@ def human(report: FleetReport, *, style: Style) -> str:
     for g in report.groups:
         n = g.typical
         mark = style.mark(_MARK.get(n.outcome, Status.ERROR))
-        size = f"{len(g.nodes)} node{'s' if len(g.nodes) != 1 else ''}"
+        size = count(len(g.nodes), "node")
         out.append(f"  {mark} " + clean(f"{g.id}  {size}  {n.gpus}  {n.engine or ''}"))
         verdicts = " · ".join(
             f"{name}: {f.outcome}" + (f" ({f.chosen})" if f.chosen else "")
@@ -124,8 +129,8 @@ def human(report: FleetReport, *, style: Style) -> str:
     out += [
         "",
         style.bold(
-            f"{verdict}: {ready} of {judged} judged nodes ready, "
-            f"{len(report.outliers)} outlier(s), {len(report.failed)} not judged"
+            f"{verdict}: {ready} of {count(judged, 'judged node')} ready, "
+            f"{count(len(report.outliers), 'outlier')}, {len(report.failed)} not judged"
         ),
     ]
     return "\n".join(out) + "\n"

@@ -28,6 +28,7 @@ from fp4doctor.versions import spec_text
 
 _CONFIG_FORMATS = {
     "vllm-yaml": "vLLM's `--config` YAML file",
+    "sglang-yaml": "SGLang's `--config` YAML file",
     "trtllm-yaml": "TensorRT-LLM's LLM API options YAML (`trtllm-serve --config`)",
     "dotenv": "a dotenv file of the variables",
 }
@@ -150,7 +151,12 @@ def _header(profile: Profile) -> list[str]:
         "",
     ]
     config = _CONFIG_FORMATS.get(engine.config_format, engine.config_format)
-    where = [f"`fp4doctor config` writes {config}."]
+    where = [f"`fp4doctor config` writes {config}"]
+    if engine.config_from:
+        where[0] += f" (from {engine.config_from}; a dotenv file of the variables before it)"
+    where[0] += "."
+    if engine.config_source:
+        where.append(f"Config file: {engine.config_source}.")
     if engine.args_variable:
         where.append(
             f"Choices the engine takes only as a flag, config key or argument are exported by "

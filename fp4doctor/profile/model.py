@@ -263,7 +263,11 @@ class Engine:
     package: str  # distribution whose version picks the era
     newest_known: str
     args_variable: str | None = None
-    config_format: str = "dotenv"  # "vllm-yaml" | "trtllm-yaml" | "dotenv"
+    config_format: str = "dotenv"  # "vllm-yaml" | "sglang-yaml" | "trtllm-yaml" | "dotenv"
+    # The first release that reads that config file (None: every release the profile knows);
+    # before it `config` writes a dotenv file. Where the format and the boundary come from.
+    config_from: str | None = None
+    config_source: str | None = None
     # Which families a deployment runs when neither --family nor --model says: FAMILIES_EVERY
     # (an engine runs whatever the model has: every family must be ready), FAMILIES_ASKED (a
     # library used directly: each family is its own entry point, counted only when asked).

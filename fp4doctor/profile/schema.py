@@ -43,7 +43,7 @@ from fp4doctor.versions import bounds, contains
 
 SCHEMA = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-CONFIG_FORMATS = ("vllm-yaml", "trtllm-yaml", "dotenv")
+CONFIG_FORMATS = ("vllm-yaml", "sglang-yaml", "trtllm-yaml", "dotenv")
 MAX_BYTES = 1 << 20  # a profile is a page of rules, not a data set
 MAX_DEPTH = 12
 # libyaml's scanner and composer when present (several times faster); pure Python otherwise.
@@ -437,7 +437,16 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
 
     engine_node = required(fields, "engine", root)
     ef = engine_node.mapping(
-        ("package", "newest_known", "args_variable", "config_format", "families", "requires")
+        (
+            "package",
+            "newest_known",
+            "args_variable",
+            "config_format",
+            "config_from",
+            "config_source",
+            "families",
+            "requires",
+        )
     )
     args_variable = optional(ef, "args_variable", Node.text)
     if args_variable is not None and not VAR_RE.match(args_variable):
@@ -447,6 +456,8 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         newest_known=required(ef, "newest_known", engine_node).version(),
         args_variable=args_variable,
         config_format=optional(ef, "config_format", lambda n: n.choice(CONFIG_FORMATS)) or "dotenv",
+        config_from=optional(ef, "config_from", Node.version),
+        config_source=optional(ef, "config_source", Node.text),
         families=optional(ef, "families", lambda n: n.choice(FAMILIES_RUN)) or FAMILIES_EVERY,
     )
 

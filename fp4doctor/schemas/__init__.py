@@ -6,6 +6,8 @@ package so that a pipeline can validate what it reads with the schema of the ver
                     earlier form (a document names its version)
     advisories-v1   `fp4doctor advisories --json` (a bare array: no schema_version in it)
     env-v1          `fp4doctor env --shell json` (no schema_version in it)
+    fleet-v1        `fp4doctor fleet --json` (fleet.render.FLEET_SCHEMA_VERSION)
+    explain-v1      `fp4doctor explain --json` (no schema_version in it)
 
 A facts or report document names its own schema with `schema_version` (`schema_for`). The
 schemas are closed (`additionalProperties: false`) where the document's shape is: a key added to
@@ -21,10 +23,13 @@ from importlib import resources
 from typing import Any
 
 FACTS, REPORT, ADVISORIES, ENV = "facts", "report", "advisories", "env"
-KINDS = (FACTS, REPORT, ADVISORIES, ENV)
+FLEET, EXPLAIN = "fleet", "explain"
+KINDS = (FACTS, REPORT, ADVISORIES, ENV, FLEET, EXPLAIN)
 #: The versions of each kind shipped: the one the code writes last, the earlier ones kept so
 #: that a document written by an older fp4doctor still validates with its own.
-VERSIONS = {FACTS: (1,), REPORT: (1, 2), ADVISORIES: (1,), ENV: (1,)}
+VERSIONS = {FACTS: (1,), REPORT: (1, 2), ADVISORIES: (1,), ENV: (1,), FLEET: (1,), EXPLAIN: (1,)}
+_ENV_KEYS = frozenset({"outcome", "set", "unset", "lists"})
+_EXPLAIN_KEYS = frozenset({"engine", "target", "model", "tp", "ep", "layers"})
 URN_PREFIX = "urn:fp4doctor:schema:"  # `$id` of each file: urn:fp4doctor:schema:report-v1
 
 
@@ -63,8 +68,8 @@ def load(kind: str, version: int = 1) -> dict[str, Any]:
 
 def kind_of(document: Any) -> tuple[str, int]:
     """Which schema a document fp4doctor wrote is an instance of, and its version: a facts or a
-    report document by its `schema_version` and its keys; the two documents without a version
-    (advisories, env) by their shape."""
+    report or fleet document by its `schema_version` and its keys; the documents without a
+    version (advisories, env, explain) by their shape."""
     if isinstance(document, list):
         return ADVISORIES, 1
     if not isinstance(document, dict):
@@ -73,13 +78,17 @@ def kind_of(document: Any) -> tuple[str, int]:
     if isinstance(version, int) and not isinstance(version, bool):
         if "findings" in document or "resolution" in document:
             return REPORT, version
+        if "groups" in document or "outliers" in document:
+            return FLEET, version
         if "nvml" in document or "gpus" in document:
             return FACTS, version
-    if set(document) == {"set", "unset"}:
+    if {"set", "unset"} <= set(document) <= _ENV_KEYS:
         return ENV, 1
+    if set(document) == _EXPLAIN_KEYS:
+        return EXPLAIN, 1
     raise UnknownDocument(
         "not a document fp4doctor writes: no schema_version with a report's or facts' keys, "
-        "and not an env document ({'set': ..., 'unset': ...})"
+        "and neither an env document ({'set': ..., 'unset': ...}) nor an explanation"
     )
 
 

@@ -23,9 +23,10 @@ def all_hold(requirements: tuple[Requirement, ...], ctx: Context, gpu: Gpu | Non
     results = [r.check(ctx, gpu) for r in requirements if r.applies(ctx)]
     failed = [r for r in results if not r.ok]
     required = " and ".join(r.required for r in results) or "nothing"
+    # Each measurement once (two requirements on the same GPU may measure the same thing).
     if failed:
-        return Check(False, "; ".join(r.measured for r in failed), required)
-    return Check(True, "; ".join(r.measured for r in results), required)
+        return Check(False, "; ".join(dict.fromkeys(r.measured for r in failed)), required)
+    return Check(True, "; ".join(dict.fromkeys(r.measured for r in results)), required)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ class AnyOf(Composite):
         passed = [r for r in results if r.ok]
         if passed:
             return Check(True, passed[0].measured, required)
-        return Check(False, "; ".join(r.measured for r in results), required)
+        # Each measurement once: two alternatives that both need a GPU both say there is none.
+        return Check(False, "; ".join(dict.fromkeys(r.measured for r in results)), required)
 
     def describe(self) -> str:
         return "(" + " or ".join(r.inline() for r in self.requirements) + ")"
