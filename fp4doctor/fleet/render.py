@@ -27,6 +27,10 @@ def _env_text(g: Group) -> str:
     return "; ".join(parts) if parts else "nothing to set"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def document(report: FleetReport) -> dict[str, Any]:
     """The JSON document: every group with its nodes, facts summary, verdict and env; the
     outliers with each difference; the per-family counts; the nodes that could not be judged."""
@@ -35,7 +39,7 @@ def document(report: FleetReport) -> dict[str, Any]:
         "fp4doctor_version": __version__,
         "outcome": report.outcome,
         "exit_code": report.exit_code,
-        "nodes": len(report.nodes),
+        "nodes": report.size,
         "families": report.families,
         "groups": [
             {
@@ -81,8 +85,8 @@ def human(report: FleetReport, *, style: Style) -> str:
     """Groups (largest first) with their verdict and env, then the outliers and the failures."""
     out = [
         style.bold(
-            f"fp4doctor {__version__} · fleet · {len(report.nodes)} nodes in "
-            f"{len(report.groups)} group{'s' if len(report.groups) != 1 else ''}"
+            f"fp4doctor {__version__} · fleet · {_count(report.size, 'node')} in "
+            f"{_count(len(report.groups), 'group')}"
         )
     ]
     for family, counts in report.families.items():
@@ -94,8 +98,9 @@ def human(report: FleetReport, *, style: Style) -> str:
     for g in report.groups:
         n = g.typical
         mark = style.mark(_MARK.get(n.outcome, Status.ERROR))
-        size = f"{len(g.nodes)} node{'s' if len(g.nodes) != 1 else ''}"
-        out.append(f"  {mark} " + clean(f"{g.id}  {size}  {n.gpus}  {n.engine or ''}"))
+        out.append(
+            f"  {mark} " + clean(f"{g.id}  {_count(g.size, 'node')}  {n.gpus}  {n.engine or ''}")
+        )
         verdicts = " · ".join(
             f"{name}: {f.outcome}" + (f" ({f.chosen})" if f.chosen else "")
             for name, f in n.families.items()
@@ -116,15 +121,13 @@ def human(report: FleetReport, *, style: Style) -> str:
         out += ["", style.bold("Not judged")]
         for f in report.failed:
             out.append(f"  {style.mark(Status.ERROR)} " + clean(f"{f.name}: {f.error}"))
-    judged = len(report.nodes) - len(report.failed)
-    ready = sum(1 for n in report.nodes if n.ready)
     verdict = {"ready": "READY", "not ready": "NOT READY", "no verdict": "NO VERDICT"}[
         report.outcome
     ]
     out += [
         "",
         style.bold(
-            f"{verdict}: {ready} of {judged} judged nodes ready, "
+            f"{verdict}: {report.ready} of {report.judged} judged nodes ready, "
             f"{len(report.outliers)} outlier(s), {len(report.failed)} not judged"
         ),
     ]
