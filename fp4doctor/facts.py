@@ -303,7 +303,7 @@ def _convert(value: Any, tp: Any, source: str, path: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise FactsError(f"{source}: '{where}' should be an object, got {_kind(value)}")
-        hints = _hints(tp)
+        hints = _hints(typing.cast(type, tp))
         names = {f.name for f in dataclasses.fields(tp)}
         unknown = sorted(set(value) - names)
         if unknown:

@@ -123,7 +123,7 @@ def run(question: Question, timeout_s: float = DEFAULT_TIMEOUT_S) -> group.Fleet
         )
         calls[ref] = n
     keys, judge = key.Keys(), Judge(question)
-    answers: list[tuple[str, str, key.Keyed | None, view.NodeView]] = []
+    answers: list[tuple[str, key.Keyed | None, view.NodeView, str]] = []
     pending, deadline = list(calls), time.monotonic() + timeout_s
     while pending and (left := deadline - time.monotonic()) > 0:
         batch = min(len(pending), ANSWERS_AT_ONCE)
@@ -170,7 +170,9 @@ def _answer(
         keyed = keys.of(data, f"node {name}")
     except facts.FactsError as exc:  # facts this fp4doctor cannot read (a newer node's)
         return name, None, view.failed(name, str(exc))
-    return name, keyed, node or judge(keyed, name)
+    if node is None:
+        return name, keyed, judge(keyed, name)
+    return name, keyed, replace(node, facts=keyed.data)  # the group's facts, held once
 
 
 def _fallback_name(n: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ from fp4doctor import facts as F
 
 CAPTURE = ("captured_at", "fp4doctor_version")
 NAME = "hostname"  # redaction blanks it and replaces it in every string
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(F.HostFacts) if f.name in CAPTURE}
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(F.HostFacts) if f.name in CAPTURE}
 _SHORTCUTS = 4096  # hashes remembered (a cache: forgetting costs only time)
 
 
