@@ -11,6 +11,7 @@ import functools
 import json
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -255,6 +256,15 @@ def from_dict(data: Any, source: str = "<facts>") -> HostFacts:
     result = _convert(data, HostFacts, source, "")
     assert isinstance(result, HostFacts)
     return result
+
+
+def check_fields(data: dict[str, Any], names: Iterable[str], source: str = "<facts>") -> None:
+    """Check these top-level fields of parsed snapshot data against the facts model, alone:
+    FactsError as `from_dict` would raise it for them."""
+    hints = _hints(HostFacts)
+    for name in names:
+        if name in data:
+            _convert(data[name], hints[name], source, name)
 
 
 def parse(text: str, source: str = "<facts>") -> Any:

@@ -51,25 +51,24 @@ class Judge:
         return found
 
 
-def snapshots(directory: str | Path) -> Iterator[Path]:
-    """The facts files of a directory, `*.json` and not hidden, as the directory lists them (the
-    report sorts the nodes)."""
+def snapshots(directory: str | Path) -> Iterator[tuple[str, str]]:
+    """The facts files of a directory, `*.json` and not hidden, as (node name, path), in the
+    order the directory lists them (the report sorts the nodes)."""
     d = Path(directory)
     if not d.is_dir():
         raise FleetError(f"{d}: not a directory (--facts DIR takes a directory of snapshots)")
     with os.scandir(d) as entries:
         for entry in entries:
             if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
-                yield d / entry.name
+                yield entry.name[: -len(SUFFIX)], entry.path
 
 
 def from_directory(directory: str | Path, question: Question) -> group.FleetReport:
     """Judge every snapshot of `directory` with `question` (its `facts_file` is replaced)."""
     keys, judge, gathered = key.Keys(), Judge(question), group.Gather()
-    for path in snapshots(directory):
-        name = path.stem
+    for name, path in snapshots(directory):
         try:
-            keyed = keys.of(facts.read(path), str(path))
+            keyed = keys.of(facts.read(path), path)
         except facts.FactsError as exc:
             gathered.fail(view.failed(name, str(exc)))
             continue
