@@ -280,7 +280,7 @@ Progress = Callable[[str], None]
 
 
 def diagnose(
-    question: Question, progress: Progress | None = None, host: facts.HostFacts | None = None
+    question: Question, progress: Progress | None = None, host: HostFacts | None = None
 ) -> Report:
     """Answer `question` for this host (or its facts file). Raises QuestionError for a question
     that cannot be asked, and facts.FactsError for a facts file that cannot be read.
@@ -321,7 +321,7 @@ def _prestart(question: Question) -> Prestarted | None:
 
 
 def _diagnose(
-    question: Question, say: Progress, prestarted: Prestarted | None, given: facts.HostFacts | None
+    question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
 ) -> Report:
     ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
     host, prof = _host_and_profile(question, given)
@@ -440,15 +440,15 @@ def _families(question: Question, prof: Profile) -> list[str]:
     return [question.family]
 
 
-def facts_for(question: Question) -> facts.HostFacts:
+def facts_for(question: Question) -> HostFacts:
     """The facts a diagnosis of `question` judges: its facts file read, else this host probed
     for every package its profile reads (`fleet --ray` gathers them so, and judges centrally)."""
     return _host_and_profile(question)[0]
 
 
 def _host_and_profile(
-    question: Question, given: facts.HostFacts | None = None
-) -> tuple[facts.HostFacts, Profile]:
+    question: Question, given: HostFacts | None = None
+) -> tuple[HostFacts, Profile]:
     """The facts (given, read or probed) and the target's profile; the probe looks up every
     package the profile reads."""
     overrides = [Path(p) for p in question.profiles]
