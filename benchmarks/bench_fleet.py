@@ -131,8 +131,11 @@ def write_fleet(directory: Path, size: int, groups: int) -> None:
         versions = {**host["packages"]["versions"], "bench-group": f"1.{i}"}
         drifted.append({**host, "packages": {**host["packages"], "versions": versions}})
     directory.mkdir(parents=True)
+    every = [*baselines, *drifted]
     for j in range(size):
-        if drifted and j % DRIFTED == DRIFTED - 1:
+        if j < len(every):  # a node in each group, whatever the size
+            base = every[j]
+        elif drifted and j % DRIFTED == DRIFTED - 1:
             base = drifted[j // DRIFTED % len(drifted)]
         else:
             base = baselines[j % len(baselines)]
@@ -178,6 +181,12 @@ def offline(args: argparse.Namespace) -> int:
             path = os.pathsep.join(p for p in (str(trees[tree]), os.environ.get("PYTHONPATH")) if p)
             return [sys.executable, "-P", "-m", "fp4doctor", *arguments], {"PYTHONPATH": path}
 
+        def fleet(size: int, directory: Path, tree: str, runs: int, **how: Any) -> timing.Result:
+            arguments = ("fleet", "--facts", str(directory), "--json", "--target", "vllm")
+            cmd, env = command(tree, *arguments)
+            name = f"{tree}: fleet, {size}"
+            return timing.measure(name, cmd, None, runs, ok_codes=(0, 1, 3), env=env, **how)
+
         one = None
         for size in sizes:
             directory = Path(scratch) / f"fleet-{size}"
@@ -200,31 +209,14 @@ def offline(args: argparse.Namespace) -> int:
                 one = timing.measure(
                     "check (1 snapshot)", cmd, None, args.runs, ok_codes=(0, 1), env=env
                 )
-            arguments = ("fleet", "--facts", str(directory), "--json", "--target", "vllm")
-            cmd, env = command("now", *arguments)
-            now = timing.measure(
-                f"now: fleet, {size}",
-                cmd,
-                None,
-                args.runs,
-                ok_codes=(0, 1, 3),
-                env=env,
-                inspect=inspect_fleet(size, args.groups),
+            now = fleet(size, directory, "now", args.runs, inspect=inspect_fleet(size, args.groups))
+            # The old tree without a warm-up: the page cache is warm from the runs above, and
+            # each run of the old path costs minutes at these sizes.
+            before = (
+                fleet(size, directory, "before", args.before_runs, warmups=0)
+                if size in before_sizes
+                else None
             )
-            before = None
-            if size in before_sizes:
-                cmd, env = command("before", *arguments)
-                # No warm-up: the page cache is warm from the runs above, and each run of the
-                # old path costs minutes at these sizes.
-                before = timing.measure(
-                    f"before: fleet, {size}",
-                    cmd,
-                    None,
-                    args.before_runs,
-                    ok_codes=(0, 1, 3),
-                    env=env,
-                    warmups=0,
-                )
             rows.append((size, now, before))
             shutil.rmtree(directory)
     results = [r for _, now, before in rows for r in (now, before) if r is not None]
