@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -279,9 +279,16 @@ class Report:
 Progress = Callable[[str], None]
 
 
-def diagnose(question: Question, progress: Progress | None = None) -> Report:
+def diagnose(
+    question: Question, progress: Progress | None = None, host: HostFacts | None = None
+) -> Report:
     """Answer `question` for this host (or its facts file). Raises QuestionError for a question
-    that cannot be asked, and facts.FactsError for a facts file that cannot be read."""
+    that cannot be asked, and facts.FactsError for a facts file that cannot be read.
+
+    `host`: judge these facts, already read (a fleet judges each distinct snapshot once), as a
+    snapshot is judged: no live GEMM runs."""
+    if host is not None:
+        question = replace(question, smoke=False)
     say = progress or (lambda _message: None)
     if question.engine_version is not None and not is_version(question.engine_version):
         raise QuestionError(
@@ -289,7 +296,7 @@ def diagnose(question: Question, progress: Progress | None = None) -> Report:
         )
     prestarted = _prestart(question)
     try:
-        return _diagnose(question, say, prestarted)
+        return _diagnose(question, say, prestarted, host)
     finally:
         if prestarted is not None:
             prestarted.close()
@@ -313,9 +320,11 @@ def _prestart(question: Question) -> Prestarted | None:
     return smoke.Prestarted(allow_jit=question.allow_jit)
 
 
-def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) -> Report:
+def _diagnose(
+    question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
+) -> Report:
     ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
-    host, prof = _host_and_profile(question)
+    host, prof = _host_and_profile(question, given)
     ignore = question.ignore_ids()
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
@@ -431,9 +440,17 @@ def _families(question: Question, prof: Profile) -> list[str]:
     return [question.family]
 
 
-def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
-    """The facts (probed, or read) and the target's profile; the probe looks up every package
-    the profile reads."""
+def facts_for(question: Question) -> HostFacts:
+    """The facts a diagnosis of `question` judges: its facts file read, else this host probed
+    for every package its profile reads (`fleet --ray` gathers them so, and judges centrally)."""
+    return _host_and_profile(question)[0]
+
+
+def _host_and_profile(
+    question: Question, given: HostFacts | None = None
+) -> tuple[HostFacts, Profile]:
+    """The facts (given, read or probed) and the target's profile; the probe looks up every
+    package the profile reads."""
     overrides = [Path(p) for p in question.profiles]
 
     def load(target: str) -> Profile:
@@ -442,9 +459,10 @@ def _host_and_profile(question: Question) -> tuple[facts.HostFacts, Profile]:
         except profile.ProfileError as exc:
             raise QuestionError(str(exc)) from None
 
-    if question.facts_file:
-        host = facts.load(question.facts_file)
-        return host, load(question.target or pick_target(host.packages))
+    if given is None and question.facts_file:
+        given = facts.load(question.facts_file)
+    if given is not None:
+        return given, load(question.target or pick_target(given.packages))
     from fp4doctor.probe import in_background, probe_host, with_compiled_archs, with_packages
     from fp4doctor.probe.packages import probe_packages
     from fp4doctor.profile.kinds.compiled_arch import modules_read

@@ -151,11 +151,13 @@ def test_default_path_never_imports_ray() -> None:
 # --- the grouping rules on their own ---------------------------------------------------------
 
 
-def views() -> list[view.NodeView]:
-    q = Question(target="vllm")
-    from fp4doctor.fleet.fleet import judge
+def own_check(snapshot: Path) -> view.NodeView:
+    """One node's view as its own check gives it (`fleet --ray --smoke` gathers these)."""
+    return view.of(snapshot.stem, diagnose(Question(target="vllm", facts_file=str(snapshot))))
 
-    return [judge(p, q) for p in sorted(FLEET.glob("*.json"))]
+
+def views() -> list[view.NodeView]:
+    return [own_check(p) for p in sorted(FLEET.glob("*.json"))]
 
 
 def test_same_facts_other_verdict_is_an_outlier() -> None:
@@ -187,10 +189,7 @@ def test_empty_fleet_is_no_verdict() -> None:
 
 
 def test_no_gpu_and_nvml_failure_are_different_cohorts() -> None:
-    q = Question(target="vllm")
-    from fp4doctor.fleet.fleet import judge
-
-    report = group.build([judge(HOSTS / "cpu.json", q), judge(HOSTS / "nvml-mismatch.json", q)])
+    report = group.build([own_check(HOSTS / "cpu.json"), own_check(HOSTS / "nvml-mismatch.json")])
     assert report.outliers == ()
 
 
@@ -200,7 +199,7 @@ def test_a_node_with_unreadable_facts_is_not_judged() -> None:
     report = group.build([*vs, newer])
     assert [n.name for n in report.failed] == ["from-the-future"]
     assert "newer than this fp4doctor understands" in (report.failed[0].error or "")
-    assert len(report.nodes) == len(vs) + 1
+    assert report.size == len(vs) + 1
 
 
 def test_counts_are_plural_unless_one(tmp_path: Path) -> None:

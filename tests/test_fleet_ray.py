@@ -64,12 +64,31 @@ def cluster() -> Iterator[Any]:
         c.shutdown()
 
 
-def test_fleet_over_ray(cluster: Any, tmp_path: Path) -> None:
+def test_fleet_over_ray(cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One test, so that pytest-xdist gives the one cluster to one worker (a module fixture would
     be built once per worker that runs one of the module's tests)."""
     check_every_node_where_it_runs(cluster, tmp_path)
     check_human_output(cluster)
     check_pinned_task_refuses_another_node()
+    check_each_group_judged_once(monkeypatch)
+
+
+def check_each_group_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without live GEMMs the nodes send their facts and the driver judges each distinct group
+    once: four nodes, three groups, three judgements (here, in the driver)."""
+    from fp4doctor import doctor
+
+    judged = []
+    real = doctor.diagnose
+
+    def counted(question: doctor.Question, *args: Any, **kwargs: Any) -> doctor.Report:
+        judged.append(kwargs.get("host"))
+        return real(question, *args, **kwargs)
+
+    monkeypatch.setattr(doctor, "diagnose", counted)
+    report = fanout.run(doctor.Question(target="vllm"))
+    assert report.size == 4 and len(report.groups) == 3
+    assert len(judged) == 3 and all(h is not None for h in judged)
 
 
 def check_every_node_where_it_runs(cluster: Any, tmp: Path) -> None:
@@ -103,4 +122,5 @@ def check_pinned_task_refuses_another_node() -> None:
     """The task checks that it runs on the node it was pinned to (it would otherwise report
     another node's facts): asked for a node id it is not on, it reports a failure."""
     out = fanout._check_on_node({"target": "vllm"}, str(FLEET / "b200-01.json"), "x", "0" * 56)
-    assert out["outcome"] == "error" and "not on 00000000" in out["error"]
+    failed = out["view"]
+    assert failed["outcome"] == "error" and "not on 00000000" in failed["error"]

@@ -17,12 +17,19 @@ imported only by `fleet --ray`, so nothing else loads ray (an optional extra: `f
   '{"fp4doctor-facts:/snap/b200-07.json": 1}'`, `Cluster.add_node(resources=...)`), read by the
   driver from `ray.nodes()` and handed to that node's task, or the variable `FP4DOCTOR_FACTS` in
   the raylet's environment, which its workers inherit. The path is read on the node.
+- Each distinct group of facts is judged once, as offline (fleet/fleet.py): without `--smoke` a
+  task only gathers its node's facts (probed for the profile's packages, as `check` probes, and
+  redacted there) and the driver judges each group; with `--smoke` each task runs its node's
+  whole check, since a live GEMM can fail on one node of a group only. Answers are taken as they
+  come and reduced to their group: the driver holds the groups and the names, not every node's
+  facts.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -31,7 +38,9 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from fp4doctor.fleet import group, view
+from fp4doctor import facts
+from fp4doctor.fleet import group, key, view
+from fp4doctor.fleet.fleet import Judge
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Question
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
 FACTS_ENV = "FP4DOCTOR_FACTS"
 FACTS_RESOURCE = "fp4doctor-facts:"
 DEFAULT_TIMEOUT_S = 120.0
+ANSWERS_AT_ONCE = 64  # taken from the object store together, then dropped
 
 
 class FanoutError(RuntimeError):
@@ -48,26 +58,29 @@ class FanoutError(RuntimeError):
 def _check_on_node(
     question: dict[str, Any], facts_file: str | None, name: str | None, node_id: str
 ) -> dict[str, Any]:
-    """The task: on this node, judge its facts snapshot (when it was given one) or probe it, and
-    return the view as plain data (a dict crosses Ray's object store without custom pickling)."""
+    """The task: on this node, read its facts snapshot (when it was given one) or probe it, and
+    return them (`{"name", "facts"}`, redacted), or with live GEMMs asked for, run the whole
+    check and return its view (`{"view"}`): plain data, which crosses Ray's object store
+    without custom pickling."""
     import socket
 
-    from fp4doctor import facts
-    from fp4doctor.doctor import Question, QuestionError, diagnose
+    from fp4doctor.doctor import Question, QuestionError, diagnose, facts_for
 
     path = facts_file or os.environ.get(FACTS_ENV) or None
     label = name or (Path(path).stem if path else socket.gethostname())
     here = ray.get_runtime_context().get_node_id()
     if here != node_id:  # the pinning is the whole point: never report another node's facts
-        return view.failed(label, f"ran on node {here[:8]}, not on {node_id[:8]}").to_dict()
+        failed = view.failed(label, f"ran on node {here[:8]}, not on {node_id[:8]}")
+        return {"view": failed.to_dict()}
     q = Question(**question)
     if path:
         q = replace(q, facts_file=path, smoke=False)
     try:
-        report = diagnose(q)
+        if not q.smoke:
+            return {"name": label, "facts": facts.to_dict(facts.redact(facts_for(q)))}
+        return {"view": view.of(label, diagnose(q)).to_dict()}
     except (facts.FactsError, QuestionError) as exc:
-        return view.failed(label, str(exc)).to_dict()
-    return view.of(label, report).to_dict()
+        return {"view": view.failed(label, str(exc)).to_dict()}
 
 
 _remote_check = ray.remote(num_cpus=0, max_retries=0)(_check_on_node)
@@ -75,9 +88,9 @@ _remote_check = ray.remote(num_cpus=0, max_retries=0)(_check_on_node)
 
 def facts_resource(resources: dict[str, Any]) -> str | None:
     """The snapshot path a node's custom resource names, if any."""
-    for key in resources:
-        if key.startswith(FACTS_RESOURCE):
-            return key[len(FACTS_RESOURCE) :]
+    for name in resources:
+        if name.startswith(FACTS_RESOURCE):
+            return name[len(FACTS_RESOURCE) :]
     return None
 
 
@@ -100,7 +113,7 @@ def run(question: Question, timeout_s: float = DEFAULT_TIMEOUT_S) -> group.Fleet
     if not nodes:
         raise FanoutError("the Ray cluster has no alive node")
     asked = {k: v for k, v in asdict(question).items() if k != "facts_file"}
-    calls = []
+    calls = {}
     for n in nodes:
         facts_file = facts_resource(n.get("Resources") or {})
         name = Path(facts_file).stem if facts_file else None
@@ -108,29 +121,59 @@ def run(question: Question, timeout_s: float = DEFAULT_TIMEOUT_S) -> group.Fleet
         ref = _remote_check.options(scheduling_strategy=strategy).remote(
             asked, facts_file, name, n["NodeID"]
         )
-        calls.append((n, ref))
-    done, _pending = ray.wait([r for _, r in calls], num_returns=len(calls), timeout=timeout_s)
-    finished = set(done)
-    views: list[view.NodeView] = []
-    for n, ref in calls:
-        fallback = str(n.get("NodeManagerHostname") or n["NodeID"][:8])
-        if ref not in finished:
-            ray.cancel(ref, force=True)
-            views.append(view.failed(fallback, f"no answer within {timeout_s:g} s"))
-            continue
-        try:
-            views.append(view.NodeView.from_dict(ray.get(ref)))
-        except Exception as exc:  # a task that died: its error, in one line, for this node
-            text = str(exc).strip().splitlines()
-            views.append(view.failed(fallback, text[-1] if text else type(exc).__name__))
-    return group.build(_distinct(views, [n["NodeID"] for n, _ in calls]))
+        calls[ref] = n
+    keys, judge = key.Keys(), Judge(question)
+    answers: list[tuple[str, key.Keyed | None, view.NodeView, str]] = []
+    pending, deadline = list(calls), time.monotonic() + timeout_s
+    while pending and (left := deadline - time.monotonic()) > 0:
+        batch = min(len(pending), ANSWERS_AT_ONCE)
+        done, pending = ray.wait(pending, num_returns=batch, timeout=left)
+        for ref in done:  # as they come: each answer reduced to its group, then dropped
+            n = calls.pop(ref)
+            answers.append((*_answer(ref, n, keys, judge), n["NodeID"]))
+    for ref in pending:
+        ray.cancel(ref, force=True)
+        n = calls.pop(ref)
+        fallback = view.failed(_fallback_name(n), f"no answer within {timeout_s:g} s")
+        answers.append((fallback.name, None, fallback, n["NodeID"]))
+    gathered = group.Gather()
+    seen = Counter(name for name, *_ in answers)
+    for name, keyed, node, node_id in answers:
+        # Names made unique: several nodes on one host (or two snapshots of one name) get the
+        # first characters of their Ray node id appended.
+        unique = f"{name}#{node_id[:8]}" if seen[name] > 1 else name
+        if keyed is None:
+            gathered.fail(replace(node, name=unique))
+        else:
+            gathered.add(keyed, unique, node)
+    return gathered.report()
 
 
-def _distinct(views: list[view.NodeView], ids: list[str]) -> list[view.NodeView]:
-    """Names made unique: several nodes on one host (or two snapshots of one name) get the first
-    characters of their Ray node id appended."""
-    seen = Counter(v.name for v in views)
-    return [
-        replace(v, name=f"{v.name}#{node_id[:8]}") if seen[v.name] > 1 else v
-        for v, node_id in zip(views, ids, strict=True)
-    ]
+def _answer(
+    ref: Any, n: dict[str, Any], keys: key.Keys, judge: Judge
+) -> tuple[str, key.Keyed | None, view.NodeView]:
+    """One node's answer as (name, its group or None when not judged, the view it got)."""
+    fallback = _fallback_name(n)
+    try:
+        answer = ray.get(ref)
+    except Exception as exc:  # a task that died: its error, in one line, for this node
+        text = str(exc).strip().splitlines()
+        return fallback, None, view.failed(fallback, text[-1] if text else type(exc).__name__)
+    if "view" in answer:
+        node = view.NodeView.from_dict(answer["view"])
+        if node.error is not None or not node.facts:
+            return node.name, None, node
+        data, name = node.facts, node.name
+    else:
+        node, data, name = None, answer["facts"], str(answer["name"])
+    try:
+        keyed = keys.of(data, f"node {name}")
+    except facts.FactsError as exc:  # facts this fp4doctor cannot read (a newer node's)
+        return name, None, view.failed(name, str(exc))
+    if node is None:
+        return name, keyed, judge(keyed, name)
+    return name, keyed, replace(node, facts=keyed.data)  # the group's facts, held once
+
+
+def _fallback_name(n: dict[str, Any]) -> str:
+    return str(n.get("NodeManagerHostname") or n["NodeID"][:8])

@@ -1,8 +1,8 @@
 """Many nodes' views into one fleet report: groups of identical nodes, outliers, counts.
 
-- A *group* is the nodes whose redacted facts are identical but for when and where they were
-  captured (`captured_at`, `hostname`, the `synthetic` note and the fp4doctor version): the same
-  question then gets the same answer, so a group has one verdict and one `env`.
+- A *group* is the nodes of one group key (fleet/key.py: the redacted facts, but for when and
+  by which fp4doctor they were captured): the same question then gets the same answer, so a
+  group has one verdict and one `env`, judged once (fleet/fleet.py).
 - A *cohort* is the nodes with the same GPUs (model, compute capability and count): nodes an
   operator means to be alike. Within a cohort the largest group is the baseline, and a node of
   another group is an *outlier*, named with what differs from the baseline: the driver, cuDNN,
@@ -11,21 +11,21 @@
   outlier too.
 - Readiness is counted per FP4 GEMM family (linear, moe) over the nodes that were judged; a node
   whose task failed or whose facts could not be read is listed apart.
+
+The report is gathered node by node (`Gather`) and holds one view per distinct verdict of each
+group, and the names: its memory grows with the groups, not with the nodes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fp4doctor import facts
+from fp4doctor.fleet.key import Keyed, Keys
 from fp4doctor.fleet.view import NodeView
 
-IDENTITY = ("captured_at", "hostname", "synthetic", "fp4doctor_version")
 OUTCOMES = ("ready", "not ready", "no verdict")
 # What an outlier's differences are sorted by: the kinds an operator looks at first.
 KINDS = ("driver", "cuDNN", "FlashInfer", "engine", "package", "environment", "other")
@@ -46,20 +46,31 @@ class Difference:
 
 
 @dataclass(frozen=True)
+class Part:
+    """The nodes of one group whose check said the same; one view stands for them all."""
+
+    view: NodeView
+    names: tuple[str, ...]  # sorted
+
+
+@dataclass(frozen=True)
 class Group:
     id: str  # "g1": the largest group first
-    nodes: tuple[NodeView, ...]
+    parts: tuple[Part, ...]  # by verdict, the most nodes first
 
     @property
     def typical(self) -> NodeView:
-        """The node that stands for the group: one with the verdict most of its nodes share
-        (their facts are the same; a live GEMM can still fail on one of them)."""
-        usual = Counter(_verdict(n) for n in self.nodes).most_common(1)[0][0]
-        return next(n for n in self.nodes if _verdict(n) == usual)
+        """The view that stands for the group: the verdict most of its nodes got (their facts
+        are the same; a live GEMM can still fail on one of them)."""
+        return self.parts[0].view
 
     @property
     def names(self) -> list[str]:
-        return [n.name for n in self.nodes]
+        return sorted(n for p in self.parts for n in p.names)
+
+    @property
+    def size(self) -> int:
+        return sum(len(p.names) for p in self.parts)
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,6 @@ class Outlier:
 
 @dataclass(frozen=True)
 class FleetReport:
-    nodes: tuple[NodeView, ...]
     groups: tuple[Group, ...]
     outliers: tuple[Outlier, ...]
     failed: tuple[NodeView, ...]  # no check ran: the task failed, the facts were unreadable
@@ -93,13 +103,27 @@ class FleetReport:
     notes: tuple[str, ...] = ()
 
     @property
+    def size(self) -> int:
+        """Every node, judged or not."""
+        return self.judged + len(self.failed)
+
+    @property
+    def judged(self) -> int:
+        return sum(g.size for g in self.groups)
+
+    @property
+    def ready(self) -> int:
+        """How many nodes were judged ready."""
+        return sum(len(p.names) for g in self.groups for p in g.parts if p.view.ready)
+
+    @property
     def outcome(self) -> str:
         """ "ready" when every node is, "not ready" when one was judged not ready, else "no
         verdict" (a node without a verdict, or no node at all)."""
-        judged = [n for n in self.nodes if n.error is None]
-        if any(n.outcome == "not ready" for n in judged):
+        views = [p.view for g in self.groups for p in g.parts]
+        if any(v.outcome == "not ready" for v in views):
             return "not ready"
-        if self.nodes and not self.failed and all(n.ready for n in judged):
+        if views and not self.failed and all(v.ready for v in views):
             return "ready"
         return "no verdict"
 
@@ -111,11 +135,72 @@ class FleetReport:
         return next((g for g in self.groups if name in g.names), None)
 
 
-def fingerprint(host: dict[str, Any]) -> str:
-    """A short hash of the facts that decide the answer (all but the identity fields)."""
-    kept = {k: v for k, v in host.items() if k not in IDENTITY}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+class Gather:
+    """A fleet report gathered node by node: one view per distinct verdict of each group, and
+    the nodes' names (memory grows with the groups, not with the nodes)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[tuple[object, ...], tuple[NodeView, list[str]]]] = {}
+        self._failed: list[NodeView] = []
+
+    def add(self, keyed: Keyed, name: str, node: NodeView) -> None:
+        """Node `name`, of group `keyed`, whose check said `node`: a view that may stand for
+        many nodes (a part keeps the first such view, with the group's facts and this name)."""
+        parts = self._groups.setdefault(keyed.key, {})
+        verdict = _verdict(node)
+        part = parts.get(verdict)
+        if part is None:
+            parts[verdict] = (replace(node, name=name, facts=keyed.data), [name])
+        else:
+            part[1].append(name)
+
+    def fail(self, node: NodeView) -> None:
+        """A node on which no check ran."""
+        self._failed.append(node)
+
+    @property
+    def empty(self) -> bool:
+        return not self._groups and not self._failed
+
+    def report(self, notes: Sequence[str] = ()) -> FleetReport:
+        """The fleet report of the nodes gathered so far."""
+        grouped = [
+            sorted(
+                (Part(v, tuple(sorted(ns))) for v, ns in parts.values()),
+                key=lambda p: (-len(p.names), p.names[0]),
+            )
+            for parts in self._groups.values()
+        ]
+        grouped.sort(key=lambda ps: (-sum(len(p.names) for p in ps), min(p.names[0] for p in ps)))
+        groups = tuple(Group(f"g{i}", tuple(ps)) for i, ps in enumerate(grouped, 1))
+        families: dict[str, dict[str, int]] = {}
+        for g in groups:
+            for p in g.parts:
+                for name, fam in p.view.families.items():
+                    counts = families.setdefault(name, dict.fromkeys(OUTCOMES, 0))
+                    counts[fam.outcome] = counts.get(fam.outcome, 0) + len(p.names)
+        failed = tuple(sorted(self._failed, key=lambda n: n.name))
+        return FleetReport(
+            groups, _outliers(groups), failed, dict(sorted(families.items())), tuple(notes)
+        )
+
+
+def build(views: Iterable[NodeView], notes: Sequence[str] = ()) -> FleetReport:
+    """The fleet report of these views, each one node's own check, in any order. A view whose
+    facts this fp4doctor cannot read (a newer schema from a newer node) is a node not judged,
+    not the end of the report."""
+    keys, gathered = Keys(), Gather()
+    for n in views:
+        if n.error is not None or not n.facts:
+            gathered.fail(n)
+            continue
+        try:
+            keyed = keys.of(n.facts, f"node {n.name}")
+        except facts.FactsError as exc:
+            gathered.fail(replace(n, outcome="error", exit_code=3, error=str(exc)))
+            continue
+        gathered.add(keyed, n.name, n)
+    return gathered.report(notes)
 
 
 def hardware(host: dict[str, Any]) -> tuple[tuple[str, int, int], ...]:
@@ -155,37 +240,6 @@ def software(host: facts.HostFacts) -> dict[tuple[str, str], str | None]:
     return out
 
 
-def build(views: Iterable[NodeView], notes: Sequence[str] = ()) -> FleetReport:
-    """The fleet report of these nodes' views (in any order: the report sorts them by name)."""
-    nodes = tuple(sorted((_readable(v) for v in views), key=lambda n: n.name))
-    judged = [n for n in nodes if n.error is None and n.facts]
-    failed = tuple(n for n in nodes if n.error is not None or not n.facts)
-    by_key: dict[str, list[NodeView]] = {}
-    for n in judged:
-        by_key.setdefault(fingerprint(n.facts), []).append(n)
-    ordered = sorted(by_key.values(), key=lambda ns: (-len(ns), ns[0].name))
-    groups = tuple(Group(f"g{i}", tuple(ns)) for i, ns in enumerate(ordered, 1))
-    outliers = _outliers(groups)
-    families: dict[str, Counter[str]] = {}
-    for n in judged:
-        for name, fam in n.families.items():
-            families.setdefault(name, Counter())[fam.outcome] += 1
-    counts = {name: {o: c.get(o, 0) for o in OUTCOMES} for name, c in sorted(families.items())}
-    return FleetReport(nodes, groups, outliers, failed, counts, tuple(notes))
-
-
-def _readable(n: NodeView) -> NodeView:
-    """A node whose facts this fp4doctor cannot read (a newer schema from a newer node) is a
-    node not judged, not the end of the report."""
-    if n.error is not None or not n.facts:
-        return n
-    try:
-        n.host()
-    except facts.FactsError as exc:
-        return replace(n, outcome="error", exit_code=3, error=str(exc))
-    return n
-
-
 def _verdict(n: NodeView) -> tuple[object, ...]:
     return n.outcome, n.chosen, tuple(sorted((k, f.outcome) for k, f in n.families.items()))
 
@@ -200,11 +254,9 @@ def _outliers(groups: Sequence[Group]) -> tuple[Outlier, ...]:
         # Inside a group: the same facts, another verdict (a live GEMM failed on one node).
         for g in members:
             peer = g.typical
-            for n in g.nodes:
-                if _verdict(n) != _verdict(peer):
-                    found.append(
-                        Outlier(n.name, g.id, g.id, len(g.nodes), (), _verdict_text(n, peer))
-                    )
+            for p in g.parts[1:]:
+                text = _verdict_text(p.view, peer)
+                found += [Outlier(n, g.id, g.id, g.size, (), text) for n in p.names]
         if len(members) < 2:
             continue
         base_facts = base.typical.host()
@@ -219,8 +271,7 @@ def _outliers(groups: Sequence[Group]) -> tuple[Outlier, ...]:
                 if _verdict(g.typical) != _verdict(base.typical)
                 else None
             )
-            for n in g.nodes:
-                found.append(Outlier(n.name, g.id, base.id, len(base.nodes), diffs, verdict))
+            found += [Outlier(n, g.id, base.id, base.size, diffs, verdict) for n in g.names]
     return tuple(sorted(found, key=lambda o: o.node))
 
 
@@ -253,10 +304,9 @@ def _differences(
         if mine.get((kind, what)) != theirs.get((kind, what))
     ]
     if not diffs:  # the software agrees: say which other facts do not
+        # (A group's facts leave out when and by what they were captured: fleet/key.py.)
         other = sorted(
-            k
-            for k in set(my_facts) | set(their_facts)
-            if k not in IDENTITY and my_facts.get(k) != their_facts.get(k)
+            k for k in set(my_facts) | set(their_facts) if my_facts.get(k) != their_facts.get(k)
         )
         diffs = [Difference("other", k, "differs", "another value") for k in other]
     return tuple(diffs)

@@ -40,7 +40,7 @@ def document(report: FleetReport) -> dict[str, Any]:
         "fp4doctor_version": __version__,
         "outcome": report.outcome,
         "exit_code": report.exit_code,
-        "nodes": len(report.nodes),
+        "nodes": report.size,
         "families": report.families,
         "groups": [
             {
@@ -86,7 +86,7 @@ def human(report: FleetReport, *, style: Style) -> str:
     """Groups (largest first) with their verdict and env, then the outliers and the failures."""
     out = [
         style.bold(
-            f"fp4doctor {__version__} · fleet · {count(len(report.nodes), 'node')} in "
+            f"fp4doctor {__version__} · fleet · {count(report.size, 'node')} in "
             f"{count(len(report.groups), 'group')}"
         )
     ]
@@ -99,7 +99,7 @@ def human(report: FleetReport, *, style: Style) -> str:
     for g in report.groups:
         n = g.typical
         mark = style.mark(_MARK.get(n.outcome, Status.ERROR))
-        size = count(len(g.nodes), "node")
+        size = count(g.size, "node")
         out.append(f"  {mark} " + clean(f"{g.id}  {size}  {n.gpus}  {n.engine or ''}"))
         verdicts = " · ".join(
             f"{name}: {f.outcome}" + (f" ({f.chosen})" if f.chosen else "")
@@ -121,15 +121,13 @@ def human(report: FleetReport, *, style: Style) -> str:
         out += ["", style.bold("Not judged")]
         for f in report.failed:
             out.append(f"  {style.mark(Status.ERROR)} " + clean(f"{f.name}: {f.error}"))
-    judged = len(report.nodes) - len(report.failed)
-    ready = sum(1 for n in report.nodes if n.ready)
     verdict = {"ready": "READY", "not ready": "NOT READY", "no verdict": "NO VERDICT"}[
         report.outcome
     ]
     out += [
         "",
         style.bold(
-            f"{verdict}: {ready} of {count(judged, 'judged node')} ready, "
+            f"{verdict}: {report.ready} of {count(report.judged, 'judged node')} ready, "
             f"{count(len(report.outliers), 'outlier')}, {len(report.failed)} not judged"
         ),
     ]
