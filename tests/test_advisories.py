@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from fp4doctor import profile
 from fp4doctor.cli import main
 from fp4doctor.doctor import Outcome, Question, diagnose
-from fp4doctor.profile.advisories import parse, validate
+from fp4doctor.profile.advisories import KnownIssue, parse, validate
 from fp4doctor.profile.yamlnode import ProfileError
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
@@ -69,7 +69,7 @@ def test_a_known_wrong_output_fails_the_backend_and_the_engines_own_pick(tmp_pat
     report = diagnose(Question(facts_file=host, concurrency=64))
     cutlass = report.families[0].evaluation.verdicts["flashinfer-cutlass"]
     assert not cutlass.valid
-    bug = next(f for f in cutlass.findings if ".advisory." in f.id)
+    bug = next(f for f in cutlass.findings if ".advisory." in f.id and "pdl-nan" in f.id)
     assert bug.status.blocking and "wrong output" in bug.reason
     assert report.outcome is Outcome.NOT_READY
     auto = next(f for f in report.families[0].resolution.findings if f.id == "resolve.engine_auto")
@@ -192,3 +192,21 @@ eras:
     assert not report.families[0].evaluation.valid("fast")
     assert report.families[0].resolution.chosen == "slow"
     assert report.outcome is Outcome.NOT_READY  # the engine left alone picks the crashing one
+
+
+def known(issue_id: str) -> KnownIssue:
+    return next(i for i in profile.known_issues() if i.id == issue_id)
+
+
+def test_vllm_before_0_12_has_no_sm12x_kernel_for_its_cutlass_moe(tmp_path: Path) -> None:
+    # vLLM 0.11.2 builds cutlass_fp4_group_mm for SM100 only and runs it on any GPU (vllm #29141,
+    # fixed by #29242 in 0.12.0): on the RTX 5090 its own CUTLASS experts fail, and the engine,
+    # which picks them by itself, is not ready as set.
+    old = with_packages("rtx5090", tmp_path, vllm="0.11.2")
+    report = diagnose(Question(facts_file=old, family="moe"))
+    cutlass = report.families[0].evaluation.verdicts["cutlass-moe"]
+    assert not cutlass.valid
+    assert any("no-kernel-image" in f.id and f.status.blocking for f in cutlass.findings)
+    fixed = with_packages("rtx5090", tmp_path, vllm="0.12.0")
+    findings = diagnose(Question(facts_file=fixed, family="moe")).families[0].evaluation
+    assert not [f for f in findings.verdicts["cutlass-moe"].findings if "no-kernel-image" in f.id]
