@@ -210,3 +210,18 @@ def test_vllm_before_0_12_has_no_sm12x_kernel_for_its_cutlass_moe(tmp_path: Path
     fixed = with_packages("rtx5090", tmp_path, vllm="0.12.0")
     findings = diagnose(Question(facts_file=fixed, family="moe")).families[0].evaluation
     assert not [f for f in findings.verdicts["cutlass-moe"].findings if "no-kernel-image" in f.id]
+
+
+@pytest.mark.parametrize(
+    ("version", "listed"), [("0.2.12", False), ("0.6.3", True), ("0.6.12", True), ("0.6.13", False)]
+)
+def test_the_float32_global_scale_flaw_spans_the_releases_without_the_guard(
+    tmp_path: Path, version: str, listed: bool
+) -> None:
+    # The dtype guard was commented out in v0.2.13 (#1396) and restored by #3497 (0.6.13);
+    # flashinfer #2577 reports the zeros on 0.6.3.
+    facts = sm120_with_flashinfer(tmp_path, version)
+    result = CliRunner().invoke(main, ["advisories", "--facts", facts, "--json"])
+    assert result.exit_code == 0
+    found = {a["id"] for a in json.loads(result.stdout)}
+    assert ("flashinfer-nvfp4-quantize-nonfp32-global-scale-zeros" in found) is listed
