@@ -13,8 +13,10 @@ from click.testing import CliRunner
 
 from fp4doctor import profile
 from fp4doctor.cli import main
+from fp4doctor.deployment import Deployment
 from fp4doctor.doctor import Outcome, Question, diagnose
 from fp4doctor.profile.advisories import KnownIssue, parse, validate
+from fp4doctor.profile.triggers import Settled
 from fp4doctor.profile.yamlnode import ProfileError
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
@@ -225,3 +227,42 @@ def test_the_float32_global_scale_flaw_spans_the_releases_without_the_guard(
     assert result.exit_code == 0
     found = {a["id"] for a in json.loads(result.stdout)}
     assert ("flashinfer-nvfp4-quantize-nonfp32-global-scale-zeros" in found) is listed
+
+
+@pytest.mark.parametrize(
+    ("issue_id", "architecture", "settled"),
+    [
+        # The MiniMax2 routing ignored routed_scaling_factor: only a model whose factor is not 1.
+        (
+            "flashinfer-trtllm-moe-minimax2-routed-scaling-ignored",
+            "Step3p7ForConditionalGeneration",
+            Settled.HOLDS,
+        ),
+        (
+            "flashinfer-trtllm-moe-minimax2-routed-scaling-ignored",
+            "MiniMaxM2ForCausalLM",
+            Settled.RULED_OUT,
+        ),
+        # SGLang 0.5.15 dropped the bf16 cast in deepseek_v2.py's gate; GLM-4.x has its own gate.
+        (
+            "sglang-0.5.15-nvfp4-trtllm-moe-correction-bias-nan",
+            "DeepseekV3ForCausalLM",
+            Settled.HOLDS,
+        ),
+        (
+            "sglang-0.5.15-nvfp4-trtllm-moe-correction-bias-nan",
+            "GlmMoeDsaForCausalLM",
+            Settled.HOLDS,
+        ),
+        (
+            "sglang-0.5.15-nvfp4-trtllm-moe-correction-bias-nan",
+            "Glm4MoeForCausalLM",
+            Settled.RULED_OUT,
+        ),
+    ],
+)
+def test_a_model_trigger_names_the_architectures_the_code_path_serves(
+    issue_id: str, architecture: str, settled: Settled
+) -> None:
+    deployment = Deployment(architectures=(architecture,))
+    assert known(issue_id).trigger.judge(deployment)[0] is settled
