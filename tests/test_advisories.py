@@ -13,8 +13,10 @@ from click.testing import CliRunner
 
 from fp4doctor import profile
 from fp4doctor.cli import main
+from fp4doctor.deployment import Deployment
 from fp4doctor.doctor import Outcome, Question, diagnose
-from fp4doctor.profile.advisories import parse, validate
+from fp4doctor.profile.advisories import KnownIssue, parse, validate
+from fp4doctor.profile.triggers import Settled
 from fp4doctor.profile.yamlnode import ProfileError
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
@@ -69,7 +71,7 @@ def test_a_known_wrong_output_fails_the_backend_and_the_engines_own_pick(tmp_pat
     report = diagnose(Question(facts_file=host, concurrency=64))
     cutlass = report.families[0].evaluation.verdicts["flashinfer-cutlass"]
     assert not cutlass.valid
-    bug = next(f for f in cutlass.findings if ".advisory." in f.id)
+    bug = next(f for f in cutlass.findings if ".advisory." in f.id and "pdl-nan" in f.id)
     assert bug.status.blocking and "wrong output" in bug.reason
     assert report.outcome is Outcome.NOT_READY
     auto = next(f for f in report.families[0].resolution.findings if f.id == "resolve.engine_auto")
@@ -192,3 +194,75 @@ eras:
     assert not report.families[0].evaluation.valid("fast")
     assert report.families[0].resolution.chosen == "slow"
     assert report.outcome is Outcome.NOT_READY  # the engine left alone picks the crashing one
+
+
+def known(issue_id: str) -> KnownIssue:
+    return next(i for i in profile.known_issues() if i.id == issue_id)
+
+
+def test_vllm_before_0_12_has_no_sm12x_kernel_for_its_cutlass_moe(tmp_path: Path) -> None:
+    # vLLM 0.11.2 builds cutlass_fp4_group_mm for SM100 only and runs it on any GPU (vllm #29141,
+    # fixed by #29242 in 0.12.0): on the RTX 5090 its own CUTLASS experts fail, and the engine,
+    # which picks them by itself, is not ready as set.
+    old = with_packages("rtx5090", tmp_path, vllm="0.11.2")
+    report = diagnose(Question(facts_file=old, family="moe"))
+    cutlass = report.families[0].evaluation.verdicts["cutlass-moe"]
+    assert not cutlass.valid
+    assert any("no-kernel-image" in f.id and f.status.blocking for f in cutlass.findings)
+    fixed = with_packages("rtx5090", tmp_path, vllm="0.12.0")
+    findings = diagnose(Question(facts_file=fixed, family="moe")).families[0].evaluation
+    assert not [f for f in findings.verdicts["cutlass-moe"].findings if "no-kernel-image" in f.id]
+
+
+@pytest.mark.parametrize(
+    ("version", "listed"), [("0.2.12", False), ("0.6.3", True), ("0.6.12", True), ("0.6.13", False)]
+)
+def test_the_float32_global_scale_flaw_spans_the_releases_without_the_guard(
+    tmp_path: Path, version: str, listed: bool
+) -> None:
+    # The dtype guard was commented out in v0.2.13 (#1396) and restored by #3497 (0.6.13);
+    # flashinfer #2577 reports the zeros on 0.6.3.
+    facts = sm120_with_flashinfer(tmp_path, version)
+    result = CliRunner().invoke(main, ["advisories", "--facts", facts, "--json"])
+    assert result.exit_code == 0
+    found = {a["id"] for a in json.loads(result.stdout)}
+    assert ("flashinfer-nvfp4-quantize-nonfp32-global-scale-zeros" in found) is listed
+
+
+@pytest.mark.parametrize(
+    ("issue_id", "architecture", "settled"),
+    [
+        # The MiniMax2 routing ignored routed_scaling_factor: only a model whose factor is not 1.
+        (
+            "flashinfer-trtllm-moe-minimax2-routed-scaling-ignored",
+            "Step3p7ForConditionalGeneration",
+            Settled.HOLDS,
+        ),
+        (
+            "flashinfer-trtllm-moe-minimax2-routed-scaling-ignored",
+            "MiniMaxM2ForCausalLM",
+            Settled.RULED_OUT,
+        ),
+        # SGLang 0.5.15 dropped the bf16 cast in deepseek_v2.py's gate; GLM-4.x has its own gate.
+        (
+            "sglang-0.5.15-nvfp4-trtllm-moe-correction-bias-nan",
+            "DeepseekV3ForCausalLM",
+            Settled.HOLDS,
+        ),
+        (
+            "sglang-0.5.15-nvfp4-trtllm-moe-correction-bias-nan",
+            "GlmMoeDsaForCausalLM",
+            Settled.HOLDS,
+        ),
+        (
+            "sglang-0.5.15-nvfp4-trtllm-moe-correction-bias-nan",
+            "Glm4MoeForCausalLM",
+            Settled.RULED_OUT,
+        ),
+    ],
+)
+def test_a_model_trigger_names_the_architectures_the_code_path_serves(
+    issue_id: str, architecture: str, settled: Settled
+) -> None:
+    deployment = Deployment(architectures=(architecture,))
+    assert known(issue_id).trigger.judge(deployment)[0] is settled
