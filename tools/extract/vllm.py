@@ -30,8 +30,11 @@ from wheels import Release, Wheel, releases
 
 PROJECT = "vllm"
 OUT = Path(__file__).resolve().parent / "data" / "vllm.json"
-# Compute capabilities each gate is evaluated at (SM75 ... SM121).
-CCS = (75, 80, 86, 89, 90, 100, 103, 110, 120, 121)
+# Compute capabilities each gate is evaluated at (SM75 ... SM121): every CUDA GPU CC from Turing
+# on, each member of a family gate included (is_device_capability_family(100) is major 10: 10.0,
+# 10.3 and 10.7; family 120: 12.0 and 12.1), so a gate written for a family is never read as a
+# list of the members someone remembered.
+CCS = (75, 80, 86, 89, 90, 100, 103, 107, 110, 120, 121)
 
 # Wheel members worth reading: NVFP4/FP4 code, the knob definitions, FlashInfer glue, MoE oracles.
 MEMBER_RE = re.compile(
@@ -246,8 +249,22 @@ def decision_paths(body: list[ast.stmt], targets: set[str]) -> list[dict[str, An
             elif isinstance(s, (ast.Assign, ast.AnnAssign)):
                 tgts = s.targets if isinstance(s, ast.Assign) else [s.target]
                 for t in tgts:
-                    if dotted(t) in targets and s.value is not None:
+                    if s.value is None:
+                        continue
+                    if dotted(t) in targets:
                         out.append({"when": conds, "set": dotted(t), "to": dotted(s.value)})
+                    elif isinstance(t, ast.Tuple):
+                        # `force_kernel, name = Kernel, "x"` (0.34): each element a selection.
+                        values = s.value.elts if isinstance(s.value, ast.Tuple) else None
+                        for i, e in enumerate(t.elts):
+                            if dotted(e) not in targets:
+                                continue
+                            to = (
+                                dotted(values[i])
+                                if values is not None and len(values) == len(t.elts)
+                                else f"{dotted(s.value)}[{i}]"
+                            )
+                            out.append({"when": conds, "set": dotted(e), "to": to})
             elif isinstance(s, ast.Return) and "return" in targets:
                 out.append({"when": conds, "return": dotted(s.value) if s.value else None})
             elif isinstance(s, ast.Raise):
@@ -697,6 +714,21 @@ def extract_envs(src: Source) -> dict[str, Any]:
         if d.get("case_sensitive") == "<helper default>":
             d["case_sensitive"] = helpers.get("env_with_choices", {}).get("case_sensitive_default")
     out["helpers"] = helpers
+    removed = module_assign(tree, "removed_environment_variables")
+    if isinstance(removed, ast.Dict):
+        # 0.34+: a variable listed here is an error when set (Platform.validate_environ raises
+        # ValueError(f"{env} has been removed. {hint}")), not an unknown-variable warning.
+        interface = src.texts.get("vllm/platforms/interface.py", "")
+        out["removed"] = {
+            "names": {
+                k.value: literal(v)
+                for k, v in zip(removed.keys, removed.values, strict=False)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            },
+            "raises_in": "vllm/platforms/interface.py validate_environ"
+            if "removed_environment_variables.get" in interface and "has been removed" in interface
+            else None,
+        }
     return out
 
 
