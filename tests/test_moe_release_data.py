@@ -37,7 +37,7 @@ VLLM = profile.load("vllm")
 SGLANG = profile.load("sglang")
 FLASHINFER = profile.load("flashinfer")
 BASE = facts.load(Path(__file__).parent / "fixtures" / "hosts" / "b200.json")
-CCS = (75, 80, 90, 100, 103, 110, 120, 121)
+CCS = (75, 80, 90, 100, 103, 107, 110, 120, 121)
 
 
 def covered(data: dict[str, Any], prof: profile.Profile) -> list[str]:
@@ -238,9 +238,10 @@ def test_moe_compute_capability_gates(version: str, cc: int) -> None:
         ours = engine_accepts("vllm", backend, version, cc, OWN_VLLM)
         if enum == "FLASHINFER_CUTLASS":
             # DOCUMENTED: the device gate admits SM90 for FP8/MXFP4; NVFP4 W4A4 needs
-            # _supports_quant_scheme too (family 100 in 0.15.0, has_device_capability(100)
-            # from 0.15.1; read in the wheels, not in the extracted data).
-            data = data and (cc in (100, 103) if version == "0.15.0" else cc >= 100)
+            # _supports_quant_scheme too (family 100 in 0.15.0: every 10.x;
+            # has_device_capability(100) from 0.15.1; read in the wheels, not in the extracted
+            # data).
+            data = data and (100 <= cc < 110 if version == "0.15.0" else cc >= 100)
         assert ours == data, (version, backend, cc)
 
 

@@ -89,7 +89,7 @@ GEMM_ENV = (
 FILE_READ = (*GEMM_ENV, "VLLM_HAS_FLASHINFER_CUBIN")  # read anywhere in the files read
 SELECTOR_READ = ("VLLM_BATCH_INVARIANT", "VLLM_DISABLED_KERNELS")  # read by the NVFP4 selector
 TRACKED = (*FILE_READ, *SELECTOR_READ)
-CCS = (75, 80, 90, 100, 103, 110, 120, 121)
+CCS = (75, 80, 90, 100, 103, 107, 110, 120, 121)
 
 
 def era(version: str) -> Era:
@@ -551,3 +551,23 @@ def test_w4a16_cutedsl_gate_is_read_from_the_wheel() -> None:
         for cc in CCS:
             ev = judged(version, cc)
             assert rule.check(ev.context, ev.facts.gpus[0]).ok == gate["accepts_cc"][str(cc)]
+
+
+@pytest.mark.parametrize("version", COVERED)
+def test_removed_variables_are_errors_where_the_release_refuses_them(version: str) -> None:
+    removed = (RELEASES[version]["envs"].get("removed") or {}).get("names", {})
+    ours = {
+        name
+        for name, variable in VLLM.variables.items()
+        if variable.removed is not None and variable.removed.contains(version)
+    }
+    assert ours == set(removed), version
+
+
+def test_0_34_batch_invariant_is_read_through_its_tuple_assignment() -> None:
+    # 0.34 writes `force_kernel, bi_backend = HummingNvFp4LinearKernel, "humming"`: the
+    # extraction must still see VLLM_BATCH_INVARIANT ahead of --linear-backend.
+    precedence = linear("0.34.0")["precedence"]
+    assert precedence["tested_in_order"][0] == "VLLM_BATCH_INVARIANT"
+    sets = [s for s in linear("0.34.0")["selectors"][-1]["selections"] if "set" in s]
+    assert any(s["to"] == "HummingNvFp4LinearKernel" for s in sets)

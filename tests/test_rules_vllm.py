@@ -338,3 +338,36 @@ def test_fbgemm_is_unset_in_0_15_because_the_backend_variable_turns_it_on() -> N
     assert status is Status.WARN and "compressed-tensors checkpoints only" in reason
     r = resolve(ev, prefer="cudnn")
     assert "VLLM_USE_FBGEMM" in r.unset_env
+
+
+# --- vLLM 0.34 (the wheel's init_nvfp4_linear_kernel, envs.py, experts/cutlass_moe.py) ---------
+
+
+def test_marlin_input_dtype_is_an_error_from_0_34_and_read_before() -> None:
+    status, reason = finding(
+        judge("b200", "0.34.0", VLLM_MARLIN_INPUT_DTYPE="int8"), "env.VLLM_MARLIN_INPUT_DTYPE.removed"
+    )
+    assert status is Status.FAIL and "refuses to start" in reason
+    older = judge("b200", "0.33.0", VLLM_MARLIN_INPUT_DTYPE="int8")
+    assert not [f for f in older.env_findings if "VLLM_MARLIN_INPUT_DTYPE" in f.id]
+    assert "VLLM_MARLIN_INPUT_DTYPE" in resolve(judge("b200", "0.34.0")).unset_env
+    assert "VLLM_MARLIN_INPUT_DTYPE" not in resolve(judge("b200", "0.33.0")).unset_env
+
+
+def test_env_says_why_it_unsets_batch_invariant() -> None:
+    r = resolve(judge("b200", "0.34.0", VLLM_BATCH_INVARIANT="1"))
+    assert "VLLM_BATCH_INVARIANT" in r.unset_env
+    (why,) = [n for n in r.notes if n.startswith("unsets VLLM_BATCH_INVARIANT")]
+    assert "Humming for a W4A16 checkpoint" in why
+    quiet = resolve(judge("b200", "0.34.0"))
+    assert not [n for n in quiet.notes if "VLLM_BATCH_INVARIANT" in n]
+
+
+def test_vllm_cutlass_moe_leaves_sm110_in_0_34() -> None:
+    def moe(version: str) -> Evaluation:
+        return evaluate(VLLM, host("thor"), override_version=version, family="moe")
+
+    assert moe("0.33.0").valid("cutlass-moe")
+    assert "cutlass-moe" in moe("0.33.0").auto_order
+    assert not moe("0.34.0").valid("cutlass-moe")
+    assert "cutlass-moe" not in moe("0.34.0").auto_order

@@ -281,6 +281,10 @@ class Variable:
     note: str
     means: str | None = None  # the backend a user means by setting it to a true value
     family: str = FAMILY_LINEAR
+    # Engine versions that refuse to start while it is set (vLLM 0.34's
+    # removed_environment_variables): an error, not an ignored variable; the versions before
+    # them read it.
+    removed: SpecifierSet | None = None
 
 
 @dataclass(frozen=True)

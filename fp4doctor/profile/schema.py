@@ -495,7 +495,7 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         for name, n in fields["variables"].mapping().items():
             if not VAR_RE.match(name):
                 raise n.error("is not a valid environment variable name")
-            vf = n.mapping(("note", "means", "family"))
+            vf = n.mapping(("note", "means", "family", "removed"))
             means = optional(vf, "means", Node.text)
             if means is not None and means not in backends:
                 raise vf["means"].error(
@@ -509,6 +509,7 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
                 note=required(vf, "note", n).text(),
                 means=means,
                 family=family or (backends[means].family if means else FAMILY_LINEAR),
+                removed=optional(vf, "removed", Node.specifier),
             )
 
     return Profile(
