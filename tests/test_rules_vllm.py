@@ -344,9 +344,8 @@ def test_fbgemm_is_unset_in_0_15_because_the_backend_variable_turns_it_on() -> N
 
 
 def test_marlin_input_dtype_is_an_error_from_0_34_and_read_before() -> None:
-    status, reason = finding(
-        judge("b200", "0.34.0", VLLM_MARLIN_INPUT_DTYPE="int8"), "env.VLLM_MARLIN_INPUT_DTYPE.removed"
-    )
+    ev = judge("b200", "0.34.0", VLLM_MARLIN_INPUT_DTYPE="int8")
+    status, reason = finding(ev, "env.VLLM_MARLIN_INPUT_DTYPE.removed")
     assert status is Status.FAIL and "refuses to start" in reason
     older = judge("b200", "0.33.0", VLLM_MARLIN_INPUT_DTYPE="int8")
     assert not [f for f in older.env_findings if "VLLM_MARLIN_INPUT_DTYPE" in f.id]
