@@ -13,6 +13,7 @@ No network: the JSON files are read once per module.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def _load(name: str) -> dict[str, Any]:
 
 FI_DATA = _load("flashinfer.json")
 SG_DATA = _load("sglang.json")
+TRTLLM_DATA = _load("trtllm.json")
 FI = profile.load("flashinfer")
 SGLANG = profile.load("sglang")
 TRTLLM = profile.load("trtllm")
@@ -742,7 +744,33 @@ def test_trtllm_releases(version: str) -> None:
 
 
 def test_trtllm_newest_and_unverified_boundaries_are_said() -> None:
-    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1]
+    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1] == TRTLLM_DATA["covers"][-1]
     for era in TRTLLM.eras[1:]:
         assert "boundary not verified" in (era.note or ""), era.versions
     assert "boundary not verified" in (TRTLLM.eras[0].note or "")
+
+
+def test_no_trtllm_release_has_a_wheel_on_the_index() -> None:
+    # tools/extract/trtllm.py: every release on the package index is a stub sdist, so the
+    # profile's boundaries cannot be read from any release (profiles/trtllm.yaml says so).
+    assert TRTLLM_DATA["with_wheel"] == []
+    assert set(TRTLLM_RELEASES) <= set(TRTLLM_DATA["covers"])
+    assert "every one of its" in Path(TRTLLM.path).read_text(encoding="utf-8")
+
+
+# === newest_known =================================================================================
+
+
+def test_newest_known_is_derived_from_the_release_data() -> None:
+    # profiles/releases.yaml is what tools/extract/releases.py writes from the data's `covers`,
+    # and no shipped profile types its own newest_known.
+    spec = importlib.util.spec_from_file_location("releases", DATA.parent / "releases.py")
+    assert spec is not None and spec.loader is not None
+    releases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(releases)
+    root = DATA.parents[2]
+    assert (root / "profiles" / "releases.yaml").read_text() == releases.render(releases.newest())
+    for name in profile.builtin_names():
+        assert "newest_known" not in (root / "profiles" / f"{name}.yaml").read_text(), name
+        loaded = profile.load(name)
+        assert loaded.engine.newest_known == releases.newest()[loaded.engine.package], name

@@ -425,8 +425,15 @@ def parse_module(text: str, file: str) -> Conditions:
     return _conditions(required(fields, "conditions", root), {})
 
 
-def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
-    """Validate profile YAML text; raise ProfileError naming file, line and key."""
+def parse(
+    text: str,
+    file: str,
+    modules: ModuleLoader | None = None,
+    known: Callable[[str], str | None] | None = None,
+) -> Profile:
+    """Validate profile YAML text; raise ProfileError naming file, line and key. `known` gives
+    an engine package's newest release in the extracted data (profiles/releases.yaml), used
+    when the profile does not state `engine.newest_known` (the shipped ones never do)."""
     root = compose(text, file)
     fields = root.mapping(_PROFILE_KEYS)
     _check_schema(fields, root)
@@ -442,9 +449,18 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
     args_variable = optional(ef, "args_variable", Node.text)
     if args_variable is not None and not VAR_RE.match(args_variable):
         raise ef["args_variable"].error(f"{args_variable!r} is not a valid variable name")
+    package = required(ef, "package", engine_node).text()
+    newest_known = optional(ef, "newest_known", Node.version)
+    if newest_known is None:
+        newest_known = known(package) if known is not None else None
+    if newest_known is None:
+        raise engine_node.error(
+            f"should give newest_known: the release data (profiles/releases.yaml) names no "
+            f"release of {package}"
+        )
     engine = Engine(
-        package=required(ef, "package", engine_node).text(),
-        newest_known=required(ef, "newest_known", engine_node).version(),
+        package=package,
+        newest_known=newest_known,
         args_variable=args_variable,
         config_format=optional(ef, "config_format", lambda n: n.choice(CONFIG_FORMATS)) or "dotenv",
         families=optional(ef, "families", lambda n: n.choice(FAMILIES_RUN)) or FAMILIES_EVERY,
