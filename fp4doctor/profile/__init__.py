@@ -92,7 +92,8 @@ def _parse(path: str) -> tuple[Profile, list[str]]:
         return conditions
 
     def known(package: str) -> str | None:
-        included.append(str(builtin_dir() / RELEASES))
+        if (releases := str(builtin_dir() / RELEASES)) not in included:
+            included.append(releases)
         return newest_known().get(package)
 
     return parse(_read(path), path, modules, known), included

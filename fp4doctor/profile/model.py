@@ -271,6 +271,10 @@ class Engine:
     # What the engine itself needs to start, whatever backend it uses (a failure here stops
     # every backend: the host is not ready).
     requires: tuple[Requirement, ...] = ()
+    # The newest release of each package whose rules were read from released source (the
+    # engine's own, `newest_known`, and a library's whose rules the profile includes, e.g.
+    # FlashInfer's): an installed release newer than it is judged by extrapolation, unverified.
+    newest_read: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -528,7 +528,7 @@ def parse(
                 removed=optional(vf, "removed", Node.specifier),
             )
 
-    return Profile(
+    parsed = Profile(
         target=target,
         title=required(fields, "title", root).text(),
         engine=engine,
@@ -539,6 +539,13 @@ def parse(
         source=optional(fields, "source", Node.text),
         path=file,
     )
+    read = {engine.package: engine.newest_known}
+    if known is not None:
+        for name in sorted(parsed.packages() - {engine.package}):
+            if (version := known(name)) is not None:
+                read[name] = version
+    newest_read = tuple(sorted(read.items()))
+    return dataclasses.replace(parsed, engine=dataclasses.replace(engine, newest_read=newest_read))
 
 
 # Nesting no deeper than this cannot crash libyaml's recursive composer (it took ~50,000 levels
