@@ -389,7 +389,7 @@ def test_vllm_cutlass_moe_leaves_sm110_in_0_34() -> None:
         ("0.34.0+cu130", True),
         ("0.34.1.dev3", False),
         ("0.40.0", False),
-    ],  # fmt: skip
+    ],
 )
 def test_a_release_newer_than_the_data_is_unverified(version: str, verified: bool) -> None:
     ev = judge("b200", version)
