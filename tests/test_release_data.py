@@ -769,8 +769,11 @@ def test_newest_known_is_derived_from_the_release_data() -> None:
     releases = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(releases)
     root = DATA.parents[2]
-    assert (root / "profiles" / "releases.yaml").read_text() == releases.render(releases.newest())
+    expected = releases.render(releases.newest(), releases.unavailable_pins())
+    assert (root / "profiles" / "releases.yaml").read_text() == expected
     for name in profile.builtin_names():
         assert "newest_known" not in (root / "profiles" / f"{name}.yaml").read_text(), name
         loaded = profile.load(name)
         assert loaded.engine.newest_known == releases.newest()[loaded.engine.package], name
+        pins = releases.unavailable_pins().get(loaded.engine.package, {})
+        assert dict(loaded.engine.unavailable_pins) == pins, name

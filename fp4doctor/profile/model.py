@@ -275,6 +275,9 @@ class Engine:
     # engine's own, `newest_known`, and a library's whose rules the profile includes, e.g.
     # FlashInfer's): an installed release newer than it is judged by extrapolation, unverified.
     newest_read: tuple[tuple[str, str], ...] = ()
+    # Engine releases whose FlashInfer pin the package index lacks (release -> requirement):
+    # `pip install` of them fails from the index alone (profiles/releases.yaml).
+    unavailable_pins: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -430,10 +430,12 @@ def parse(
     file: str,
     modules: ModuleLoader | None = None,
     known: Callable[[str], str | None] | None = None,
+    unavailable: Callable[[str], dict[str, str]] | None = None,
 ) -> Profile:
     """Validate profile YAML text; raise ProfileError naming file, line and key. `known` gives
     an engine package's newest release in the extracted data (profiles/releases.yaml), used
-    when the profile does not state `engine.newest_known` (the shipped ones never do)."""
+    when the profile does not state `engine.newest_known` (the shipped ones never do);
+    `unavailable` the engine's releases whose FlashInfer pin the package index lacks."""
     root = compose(text, file)
     fields = root.mapping(_PROFILE_KEYS)
     _check_schema(fields, root)
@@ -544,8 +546,11 @@ def parse(
         for name in sorted(parsed.packages() - {engine.package}):
             if (version := known(name)) is not None:
                 read[name] = version
-    newest_read = tuple(sorted(read.items()))
-    return dataclasses.replace(parsed, engine=dataclasses.replace(engine, newest_read=newest_read))
+    gaps = tuple(sorted(unavailable(engine.package).items())) if unavailable else ()
+    engine = dataclasses.replace(
+        engine, newest_read=tuple(sorted(read.items())), unavailable_pins=gaps
+    )
+    return dataclasses.replace(parsed, engine=engine)
 
 
 # Nesting no deeper than this cannot crash libyaml's recursive composer (it took ~50,000 levels

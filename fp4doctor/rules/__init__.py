@@ -260,6 +260,7 @@ def evaluate(
                     Finding(f"engine.unverified.{u.package}", Status.WARN, u.text, kind=Kind.ENGINE)
                     for u in unverified
                 ]
+                + install_findings(profile, engine)
                 + requirement_findings(profile.engine.requires, ctx, "engine", kind=Kind.ENGINE),
                 patterns,
             )
@@ -271,6 +272,30 @@ def evaluate(
         smoke=owned(unowned),
         unverified=unverified,
     )
+
+
+def install_findings(profile: Profile, engine: EngineVersion) -> list[Finding]:
+    """An engine release judged but not installed whose FlashInfer pin the package index does
+    not have: getting there takes FlashInfer from elsewhere (said, not a failure)."""
+    if engine.source == SOURCE_INSTALLED:
+        return []
+    pin = dict(profile.engine.unavailable_pins).get(engine.version)
+    if pin is None:
+        return []
+    package = profile.engine.package
+    return [
+        Finding(
+            f"engine.install.{package}",
+            Status.WARN,
+            f"{package} {engine.version} pins {pin}, which the package index does not have: "
+            f"`pip install {package}=={engine.version}` fails from the index alone",
+            fix=f"install {pin.split('==')[0]} from FlashInfer's own wheel index first, or "
+            f"pick another {package} release",
+            source="Requires-Dist of the released wheel's METADATA, against the releases on "
+            "https://pypi.org/project/flashinfer-python/ (profiles/releases.yaml)",
+            kind=Kind.ENGINE,
+        )
+    ]
 
 
 def beyond_the_data(profile: Profile, versions: Mapping[str, str]) -> tuple[Unverified, ...]:

@@ -180,6 +180,20 @@ def load(release: Release, tries: int = 4) -> Source:
     raise AssertionError("unreachable")
 
 
+def flashinfer_pins(release: Release) -> list[str]:
+    """The release's `Requires-Dist` lines for FlashInfer's packages (its METADATA): what
+    `pip install vllm==X` asks the index for."""
+    wheel = Wheel(release)
+    member = next((m for m in wheel.names() if m.endswith(".dist-info/METADATA")), None)
+    text = wheel.text(member) if member is not None else None
+    lines = [
+        line.split(":", 1)[1].strip()
+        for line in (text or "").splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
+    return sorted(line for line in lines if re.match(r"flashinfer[-_]", line))
+
+
 def has_nvfp4(release: Release) -> bool:
     """Whether the release ships NVFP4 support (ModelOpt NVFP4 config in modelopt.py)."""
     text = Wheel(release).text(MODELOPT)
@@ -1335,6 +1349,12 @@ def run(only: Iterable[str] | None, jobs: int) -> dict[str, Any]:
         "compute_capabilities_evaluated": list(CCS),
         "releases": results,
     }
+    if wanted is None:
+        # Beside the records (which stay as they were): each release's FlashInfer pins, so
+        # tools/extract/releases.py can name a release the index alone cannot install.
+        with ThreadPoolExecutor(jobs) as ex:
+            pins = dict(zip(data["covers"], ex.map(flashinfer_pins, covered), strict=True))
+        data["requires_flashinfer"] = pins
     return data
 
 
