@@ -6,6 +6,7 @@ package so that a pipeline can validate what it reads with the schema of the ver
                     earlier form (a document names its version)
     advisories-v1   `fp4doctor advisories --json` (a bare array: no schema_version in it)
     env-v1          `fp4doctor env --shell json` (no schema_version in it)
+    diff-v1         `fp4doctor diff --json` (diff.DIFF_SCHEMA_VERSION)
 
 A facts or report document names its own schema with `schema_version` (`schema_for`). The
 schemas are closed (`additionalProperties: false`) where the document's shape is: a key added to
@@ -20,11 +21,11 @@ import json
 from importlib import resources
 from typing import Any
 
-FACTS, REPORT, ADVISORIES, ENV = "facts", "report", "advisories", "env"
-KINDS = (FACTS, REPORT, ADVISORIES, ENV)
+FACTS, REPORT, ADVISORIES, ENV, DIFF = "facts", "report", "advisories", "env", "diff"
+KINDS = (FACTS, REPORT, ADVISORIES, ENV, DIFF)
 #: The versions of each kind shipped: the one the code writes last, the earlier ones kept so
 #: that a document written by an older fp4doctor still validates with its own.
-VERSIONS = {FACTS: (1,), REPORT: (1, 2), ADVISORIES: (1,), ENV: (1,)}
+VERSIONS = {FACTS: (1,), REPORT: (1, 2), ADVISORIES: (1,), ENV: (1,), DIFF: (1,)}
 URN_PREFIX = "urn:fp4doctor:schema:"  # `$id` of each file: urn:fp4doctor:schema:report-v1
 
 
@@ -71,6 +72,8 @@ def kind_of(document: Any) -> tuple[str, int]:
         raise UnknownDocument("not a document fp4doctor writes: neither an object nor an array")
     version = document.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool):
+        if "from" in document and "to" in document:
+            return DIFF, version
         if "findings" in document or "resolution" in document:
             return REPORT, version
         if "nvml" in document or "gpus" in document:
