@@ -406,3 +406,43 @@ def _spec_of(req: Requirement) -> list[Any]:
     version = getattr(req.kind, "version", None)
     assert version is not None
     return [version]
+
+
+# What 'latency' (VLLM_FLASHINFER_MOE_BACKEND's default from 0.11.1) gives, by the CC test of
+# get_flashinfer_moe_backend that sends it to CUTLASS instead, and the words the profile's note
+# must use for it.
+LATENCY_TO_CUTLASS = {
+    "current_platform.is_device_capability(90)": "except SM90",
+    "not current_platform.is_device_capability(100)": "CC 10.0",
+    "not current_platform.is_device_capability_family(100)": "SM10x family",
+}
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        v
+        for v in VLLM_RELEASES
+        if Version("0.11.1") <= release_of(v) < Version("0.22")
+        and (VLLM_DATA["releases"][v]["moe"].get("functions") or {}).get(
+            "get_flashinfer_moe_backend"
+        )
+    ],
+)
+def test_what_latency_gives_is_said_as_the_release_decides_it(version: str) -> None:
+    selections = VLLM_DATA["releases"][version]["moe"]["functions"]["get_flashinfer_moe_backend"][
+        "selections"
+    ]
+    tests = {
+        t
+        for s in selections
+        if s.get("return") == "FlashinferMoeBackend.CUTLASS"
+        for c in s["when"]
+        if "'latency'" in c or "'throughput'" in c  # the branch a value takes, not a fallback
+        for t in LATENCY_TO_CUTLASS
+        if t in c
+    }
+    assert len(tests) == 1, (version, selections)
+    words = LATENCY_TO_CUTLASS[tests.pop()]
+    fp4 = knob(moe_era(VLLM, version), "VLLM_USE_FLASHINFER_MOE_FP4")
+    assert fp4 is not None and words in (fp4.note or ""), (version, fp4.note if fp4 else None)
