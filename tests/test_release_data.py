@@ -777,3 +777,21 @@ def test_newest_known_is_derived_from_the_release_data() -> None:
         assert loaded.engine.newest_known == releases.newest()[loaded.engine.package], name
         pins = releases.unavailable_pins().get(loaded.engine.package, {})
         assert dict(loaded.engine.unavailable_pins) == pins, name
+
+
+def test_sglang_k16_rule_holds_where_the_release_raises() -> None:
+    # ModelOptFp4LinearMethod.create_weights `input_size_per_partition % 16 != 0: raise`, read
+    # in every SGLang release with NVFP4 (linear.gates).
+    from fp4doctor.checkpoint import constraints
+
+    alignment = next(a for a in constraints.load().alignments if a.id == "sglang_modelopt_k16")
+    raising = [
+        v
+        for v in SG_DATA["covers"]
+        if any(
+            "input_size_per_partition % 16 != 0" in " ".join(g["when"])
+            for g in SG_RELEASES[v]["linear"]["gates"]
+        )
+    ]
+    stated = [v for v in SG_DATA["covers"] if alignment.engine.contains(v, prereleases=True)]
+    assert stated == raising and raising[0] == SG_DATA["covers"][0]

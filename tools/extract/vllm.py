@@ -1298,6 +1298,34 @@ def expert_gate(src: Source, cls_name: str, member: str | None) -> dict[str, Any
 # Driver
 
 
+# A raise is a shape rule when its conditions take a size modulo something or its message
+# speaks of padding, multiples, divisibility or alignment.
+SHAPE_RE = re.compile(r"%|padding|multiple of|divisible|align", re.I)
+
+
+def extract_shape_guards(src: Source) -> list[dict[str, Any]]:
+    """Every raise in the NVFP4 functions read (`Class.method` of an `*Fp4*` class, or a module
+    function of a `*fp4*` file) that refuses a shape: path, function, conditions, the raise."""
+    out: list[dict[str, Any]] = []
+    for member in sorted(src.texts):
+        tree = src.tree(member)
+        if member in NO_DEFS or tree is None:
+            continue
+        fp4_file = "fp4" in member.rsplit("/", 1)[-1].lower()
+        functions: list[tuple[str, ast.FunctionDef]] = []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and fp4_file:
+                functions.append((node.name, node))
+            elif isinstance(node, ast.ClassDef) and "fp4" in node.name.lower():
+                methods = [f for f in node.body if isinstance(f, ast.FunctionDef)]
+                functions += [(f"{node.name}.{f.name}", f) for f in methods]
+        for name, fn in functions:
+            for p in decision_paths(fn.body, set()):
+                if "raise" in p and SHAPE_RE.search(" ".join([*p["when"], p["raise"] or ""])):
+                    out.append({"path": member, "function": name, **p})
+    return out
+
+
 def extract(src: Source) -> dict[str, Any]:
     rel = src.release
     envs = extract_envs(src)
@@ -1316,6 +1344,7 @@ def extract(src: Source) -> dict[str, Any]:
         "has_flashinfer": extract_has_flashinfer(src),
         "linear": extract_linear(src),
         "moe": extract_moe(src),
+        "shape_guards": extract_shape_guards(src),
     }
 
 
