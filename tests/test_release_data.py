@@ -795,3 +795,25 @@ def test_sglang_k16_rule_holds_where_the_release_raises() -> None:
     ]
     stated = [v for v in SG_DATA["covers"] if alignment.engine.contains(v, prereleases=True)]
     assert stated == raising and raising[0] == SG_DATA["covers"][0]
+
+
+def test_refresh_names_what_moved_in_a_new_release() -> None:
+    # tools/extract/refresh.py's report, on the data as it is and the data without vLLM 0.34.0:
+    # the fields 0.34.0 moved against 0.33.0, and nothing for the releases read before.
+    spec = importlib.util.spec_from_file_location("refresh", DATA.parent / "refresh.py")
+    assert spec is not None and spec.loader is not None
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    after = json.loads((DATA / "vllm.json").read_text(encoding="utf-8"))
+    before = {
+        **after,
+        "covers": [v for v in after["covers"] if v != "0.34.0"],
+        "releases": {v: r for v, r in after["releases"].items() if v != "0.34.0"},
+    }
+    (line,) = refresh.compare("vllm.json", before, after)
+    assert line.startswith("vllm.json: 0.34.0 new; against 0.33.0: ")
+    assert "envs.removed (new)" in line and "linear.precedence.tested_in_order" in line
+    assert "files" not in line.split(": ", 2)[2]  # content hashes are not news
+    changed = {**after["releases"], "0.33.0": {**after["releases"]["0.33.0"], "yanked": True}}
+    (line,) = refresh.compare("vllm.json", after, {**after, "releases": changed})
+    assert "0.33.0 CHANGED" in line and "yanked" in line

@@ -70,9 +70,7 @@ def render(known: dict[str, str], gaps: dict[str, dict[str, str]]) -> str:
     ]
     for package, table in sorted(gaps.items()):
         lines.append(f"  {package}:")
-        lines += [
-            f'    "{v}": "{table[v]}"' for v in sorted(table, key=Version)
-        ]
+        lines += [f'    "{v}": "{table[v]}"' for v in sorted(table, key=Version)]
     return "\n".join(lines) + "\n"
 
 
