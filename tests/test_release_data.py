@@ -605,7 +605,7 @@ def sg_expected_auto(release: dict[str, Any], cc: int, cuda: str) -> str | None:
     raise AssertionError("no step of SGLang's automatic order holds")
 
 
-SG_CCS = (80, 90, 100, 103, 110, 120, 121)
+SG_CCS = (80, 90, 100, 103, 107, 110, 120, 121)
 
 
 @pytest.mark.parametrize("version", sg_in_scope_releases())
