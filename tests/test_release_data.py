@@ -63,7 +63,7 @@ def _load(name: str) -> dict[str, Any]:
 
 FI_DATA = _load("flashinfer.json")
 SG_DATA = _load("sglang.json")
-TRTLLM_DATA = _load("trtllm.json")
+INDEX = json.loads((DATA.parents[2] / "profiles" / "index.json").read_text(encoding="utf-8"))
 FI = profile.load("flashinfer")
 SGLANG = profile.load("sglang")
 TRTLLM = profile.load("trtllm")
@@ -744,17 +744,18 @@ def test_trtllm_releases(version: str) -> None:
 
 
 def test_trtllm_newest_and_unverified_boundaries_are_said() -> None:
-    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1] == TRTLLM_DATA["covers"][-1]
+    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1] == INDEX["packages"]["tensorrt-llm"][-1]
     for era in TRTLLM.eras[1:]:
         assert "boundary not verified" in (era.note or ""), era.versions
     assert "boundary not verified" in (TRTLLM.eras[0].note or "")
 
 
 def test_no_trtllm_release_has_a_wheel_on_the_index() -> None:
-    # tools/extract/trtllm.py: every release on the package index is a stub sdist, so the
+    # tools/extract/index.py: every release on the package index is a stub sdist, so the
     # profile's boundaries cannot be read from any release (profiles/trtllm.yaml says so).
-    assert TRTLLM_DATA["with_wheel"] == []
-    assert set(TRTLLM_RELEASES) <= set(TRTLLM_DATA["covers"])
+    releases = INDEX["packages"]["tensorrt-llm"]
+    assert INDEX["without_wheel"]["tensorrt-llm"] == releases
+    assert set(TRTLLM_RELEASES) <= set(releases)
     assert "every one of its" in Path(TRTLLM.path).read_text(encoding="utf-8")
 
 

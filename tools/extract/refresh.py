@@ -4,8 +4,8 @@ profiles/releases.yaml, and print what moved.
     python -m tools.extract.refresh            # every extractor, then releases.py
     python -m tools.extract.refresh --only vllm sglang
 
-Each extractor (vllm.py, sglang.py, flashinfer.py, trtllm.py) re-reads the package index and
-rewrites its tools/extract/data/*.json; the records of releases read before must come out byte
+Each extractor (vllm.py, sglang.py, flashinfer.py) re-reads the package index and rewrites its
+tools/extract/data/*.json, and index.py rewrites profiles/index.json (what PyPI holds); the records of releases read before must come out byte
 for byte the same (a record that changes is printed as CHANGED: an extractor changed, or a
 release was re-uploaded). For each new release, the fields that differ from the release before
 it are printed. Then tools/extract/releases.py rewrites profiles/releases.yaml (newest_known per
@@ -34,8 +34,9 @@ EXTRACTORS = {
     "flashinfer": "flashinfer.json",
     "sglang": "sglang.json",
     "vllm": "vllm.json",
-    "trtllm": "trtllm.json",
 }
+ROOT = HERE.parent.parent
+INDEX = ROOT / "profiles" / "index.json"  # tools/extract/index.py: what PyPI holds, per package
 DEPTH = 3  # how deep into a record the fields that moved are named
 # Content hashes and file lists change with any edit upstream: not what a reader looks for.
 NOISE = ("files", "files_read", "wheel", "source")
@@ -97,6 +98,23 @@ def compare(name: str, before: dict[str, Any], after: dict[str, Any]) -> list[st
     return lines
 
 
+def listed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The releases the index's list (profiles/index.json) gained or lost, per package (the
+    date it was read is not news)."""
+    lines = []
+    old, new = before.get("packages", {}), after.get("packages", {})
+    for package in sorted(set(old) | set(new)):
+        delta = _added_and_gone(old.get(package, []), new.get(package, []))
+        if delta:
+            lines.append(f"profiles/index.json: {package} {delta}")
+    return lines
+
+
+def _added_and_gone(old: list[str], new: list[str]) -> str:
+    """`+0.7.5 +0.7.6 -0.7.3`: the releases added and gone."""
+    return " ".join([f"+{v}" for v in new if v not in old] + [f"-{v}" for v in old if v not in new])
+
+
 def refresh(only: list[str]) -> tuple[list[str], bool]:
     """Run the extractors named (all by default) and releases.py; the report and whether an
     extractor failed."""
@@ -117,7 +135,21 @@ def refresh(only: list[str]) -> tuple[list[str], bool]:
             failed = True
             continue
         lines += compare(name, before, _load(name))
-    releases = HERE.parent.parent / "profiles" / "releases.yaml"
+    if not only or "index" in only:
+        before = json.loads(INDEX.read_text(encoding="utf-8")) if INDEX.is_file() else {}
+        run = subprocess.run(
+            [sys.executable, "-m", "tools.extract.index"],
+            cwd=ROOT,
+            stdout=sys.stderr,
+            stderr=sys.stderr,
+            check=False,
+        )
+        if run.returncode != 0:
+            lines.append(f"profiles/index.json: index.py failed (exit {run.returncode})")
+            failed = True
+        else:
+            lines += listed(before, json.loads(INDEX.read_text(encoding="utf-8")))
+    releases = ROOT / "profiles" / "releases.yaml"
     old = releases.read_text(encoding="utf-8") if releases.is_file() else ""
     subprocess.run(
         [sys.executable, str(HERE / "releases.py")], stdout=subprocess.DEVNULL, check=True
@@ -131,7 +163,7 @@ def refresh(only: list[str]) -> tuple[list[str], bool]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="*", default=[], choices=sorted(EXTRACTORS))
+    parser.add_argument("--only", nargs="*", default=[], choices=[*sorted(EXTRACTORS), "index"])
     args = parser.parse_args()
     lines, failed = refresh(args.only)
     print("\n".join(lines) if lines else "nothing moved: no new release, every record the same")

@@ -19,20 +19,27 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tools" / "extract" / "data"
 OUT = ROOT / "profiles" / "releases.yaml"
-# Engine package -> the data file its releases are read from.
+# Engine package -> the data file its releases are read from (tools/extract/data/), or None:
+# the package index's list (profiles/index.json, tools/extract/index.py), for TensorRT-LLM, whose
+# releases have no wheel on PyPI to read.
 SOURCES = {
     "flashinfer-python": "flashinfer.json",
     "sglang": "sglang.json",
-    "tensorrt-llm": "trtllm.json",
+    "tensorrt-llm": None,
     "vllm": "vllm.json",
 }
+INDEX = ROOT / "profiles" / "index.json"
 
 
 def newest(data_dir: Path = DATA) -> dict[str, str]:
-    """Each engine package's newest release in the extracted data."""
+    """Each engine package's newest release in the extracted data (or the index's list)."""
     out = {}
+    listed = json.loads(INDEX.read_text(encoding="utf-8"))["packages"]
     for package, name in SOURCES.items():
-        covers = json.loads((data_dir / name).read_text(encoding="utf-8"))["covers"]
+        if name is None:
+            covers = listed[package]
+        else:
+            covers = json.loads((data_dir / name).read_text(encoding="utf-8"))["covers"]
         out[package] = str(max(covers, key=Version))
     return out
 
@@ -44,6 +51,8 @@ def unavailable_pins(data_dir: Path = DATA) -> dict[str, dict[str, str]]:
     flashinfer = set(json.loads((data_dir / "flashinfer.json").read_text("utf-8"))["covers"])
     out: dict[str, dict[str, str]] = {}
     for package, name in SOURCES.items():
+        if name is None:
+            continue
         pins = json.loads((data_dir / name).read_text("utf-8")).get("requires_flashinfer", {})
         for version, lines in pins.items():
             for line in lines:
