@@ -72,6 +72,7 @@ def lint(
                     f"{engine_label} refuses to start while {name} is set: "
                     f"{profile.variables[name].note}",
                     fix=f"unset {name}",
+                    kind=Kind.ENV,
                 )
             )
         elif name in profile.variables or name in other_knobs:
