@@ -223,6 +223,8 @@ class Report:
         family has a valid choice, and what blocks is a variable or the engine's own pick)."""
         if self.outcome is not Outcome.NOT_READY or not self.choices_valid:
             return False
+        if self.question.strict and not self.verified:
+            return False  # no knob makes an unverified verdict verified
         return all(f.kind.env_fixes for f in self._blocking_outside_the_choice())
 
     @property

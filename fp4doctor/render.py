@@ -100,10 +100,10 @@ def headline(report: Report) -> str:
             for p in report.not_counted()
         )
         return "READY: use " + uses(report) + left
-    if report.env_makes_ready:
-        return f'NOT READY as set (eval "$(fp4doctor env)" switches to {uses(report)})'
     if not report.verified and report.question.strict:
         return "NOT READY: --strict, and a release judged is newer than the release data"
+    if report.env_makes_ready:
+        return f'NOT READY as set (eval "$(fp4doctor env)" switches to {uses(report)})'
     blocked = [p for p in report.blocking_families() if p.chosen is None]
     if blocked and len(parts) > 1:
         return "NOT READY: no valid backend for the " + " and the ".join(p.title for p in blocked)
@@ -149,7 +149,8 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     out.gap()
     # The verdict, then the counts on a line of their own: the last line is always the counts.
     # Extrapolated rules: said in the verdict line too, not only among the host's findings.
-    unverified = "" if report.verified else " (unverified: a release newer than the release data)"
+    said = report.verified or report.question.strict  # --strict's headline says it already
+    unverified = "" if said else " (unverified: a release newer than the release data)"
     out.heading(f"{headline(report)}{unverified}.")
     out.heading(
         f"Checks: {counts['pass']} passed, {_count(counts['warn'], 'warning')}, "

@@ -440,3 +440,11 @@ def test_the_json_report_marks_each_family_unverified() -> None:
     for family in document["families"].values():
         assert family["verified"] is False
         assert family["unverified"][0]["newest_known"] == VLLM.engine.newest_known
+
+
+def test_check_strict_says_why_it_is_not_ready() -> None:
+    args = ["check", "--facts", str(HOSTS / "b200.json"), "--no-smoke", "--family", "linear"]
+    loose = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0"])
+    assert loose.exit_code == 0 and "(unverified: a release newer" in loose.stdout
+    strict = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0", "--strict"])
+    assert strict.exit_code == 1 and "NOT READY: --strict" in strict.stdout
