@@ -744,7 +744,8 @@ def test_trtllm_releases(version: str) -> None:
 
 
 def test_trtllm_newest_and_unverified_boundaries_are_said() -> None:
-    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1] == INDEX["packages"]["tensorrt-llm"][-1]
+    newest = INDEX["packages"]["tensorrt-llm"][-1]
+    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1] == newest
     for era in TRTLLM.eras[1:]:
         assert "boundary not verified" in (era.note or ""), era.versions
     assert "boundary not verified" in (TRTLLM.eras[0].note or "")
