@@ -13,6 +13,8 @@ engine, FlashInfer pins the index lacks). Nothing in profiles/*.yaml is edited: 
 disagrees with the new data, tests/test_release_data*.py and tests/test_moe_release_data.py fail
 at that release, which is the to-do list of the refresh.
 
+The last run's report is kept in tools/extract/data/last-refresh.txt.
+
 Exit 0 when nothing moved, 1 when the data changed (a new release, a changed record), 2 when an
 extractor failed. stdout carries the report; the extractors' own output goes to stderr.
 """
