@@ -117,6 +117,12 @@ def _added_and_gone(old: list[str], new: list[str]) -> str:
     return " ".join([f"+{v}" for v in new if v not in old] + [f"-{v}" for v in old if v not in new])
 
 
+def _run(*args: str) -> int:
+    """One extractor, from the repository root, its output on stderr; its exit status."""
+    command = [sys.executable, *args]
+    return subprocess.run(command, cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr).returncode
+
+
 def refresh(only: list[str]) -> tuple[list[str], bool]:
     """Run the extractors named (all by default) and releases.py; the report and whether an
     extractor failed."""
@@ -126,28 +132,17 @@ def refresh(only: list[str]) -> tuple[list[str], bool]:
         if only and script not in only:
             continue
         before = _load(name)
-        run = subprocess.run(
-            [sys.executable, str(HERE / f"{script}.py")],
-            stdout=sys.stderr,
-            stderr=sys.stderr,
-            check=False,
-        )
-        if run.returncode != 0:
-            lines.append(f"{name}: {script}.py failed (exit {run.returncode}); data left as it was")
+        code = _run(str(HERE / f"{script}.py"))
+        if code != 0:
+            lines.append(f"{name}: {script}.py failed (exit {code}); data left as it was")
             failed = True
             continue
         lines += compare(name, before, _load(name))
     if not only or "index" in only:
         before = json.loads(INDEX.read_text(encoding="utf-8")) if INDEX.is_file() else {}
-        run = subprocess.run(
-            [sys.executable, "-m", "tools.extract.index"],
-            cwd=ROOT,
-            stdout=sys.stderr,
-            stderr=sys.stderr,
-            check=False,
-        )
-        if run.returncode != 0:
-            lines.append(f"profiles/index.json: index.py failed (exit {run.returncode})")
+        code = _run("-m", "tools.extract.index")
+        if code != 0:
+            lines.append(f"profiles/index.json: index.py failed (exit {code})")
             failed = True
         else:
             lines += listed(before, json.loads(INDEX.read_text(encoding="utf-8")))
