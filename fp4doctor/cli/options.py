@@ -177,8 +177,8 @@ def settle(report: Report, nothing: str) -> None:
             if f.kind is Kind.ENGINE_PICK and f.status.blocking and part.chosen is not None:
                 note(f"{said}steering away: {f.reason}")
     if report.question.strict and not report.verified:
-        said = {u.text: None for p in report.families for u in p.evaluation.unverified}
-        for text in said:
+        texts = {u.text: None for p in report.families for u in p.evaluation.unverified}
+        for text in texts:
             note(text)
         note(f"{nothing}: --strict and the verdict is unverified")
         sys.exit(EXIT_NOT_READY)
