@@ -7,11 +7,12 @@ profiles/releases.yaml, and print what moved.
 Each extractor (vllm.py, sglang.py, flashinfer.py) re-reads the package index and rewrites its
 tools/extract/data/*.json, and index.py rewrites profiles/index.json (what PyPI holds); the
 records of releases read before must come out byte for byte the same (a record that changes
-is printed as CHANGED: an extractor changed, or a release was re-uploaded). For each new release, the fields that differ from the release before
-it are printed. Then tools/extract/releases.py rewrites profiles/releases.yaml (newest_known per
-engine, FlashInfer pins the index lacks). Nothing in profiles/*.yaml is edited: where a profile
-disagrees with the new data, tests/test_release_data*.py and tests/test_moe_release_data.py fail
-at that release, which is the to-do list of the refresh.
+is printed as CHANGED: an extractor changed, or a release was re-uploaded). For each new
+release, the fields that differ from the release before it are printed. Then
+tools/extract/releases.py rewrites profiles/releases.yaml (newest_known per engine, FlashInfer
+pins the index lacks). Nothing in profiles/*.yaml is edited: where a profile disagrees with the
+new data, tests/test_release_data*.py and tests/test_moe_release_data.py fail at that release,
+which is the to-do list of the refresh.
 
 The last run's report is kept in tools/extract/data/last-refresh.txt.
 
