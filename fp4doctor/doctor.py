@@ -82,6 +82,7 @@ class Question:
     concurrency: int | None = None
     autotune: bool | None = None
     cuda_graphs: bool | None = None
+    strict: bool = False  # an unverified verdict (a release newer than the data) is not ready
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
@@ -193,9 +194,16 @@ class Report:
         return tuple(p for p in self.families if p not in self.counted)
 
     @property
+    def verified(self) -> bool:
+        """False when a family's rules are extrapolated past the release data (Evaluation)."""
+        return all(p.evaluation.verified for p in self.families)
+
+    @property
     def outcome(self) -> Outcome:
         if any(p.evaluation.no_verdict for p in self.families):
             return Outcome.NO_VERDICT
+        if self.question.strict and not self.verified:
+            return Outcome.NOT_READY
         if all(p.ready for p in self.counted) and not self._blocking_outside_families():
             return Outcome.READY
         return Outcome.NOT_READY
@@ -215,6 +223,8 @@ class Report:
         family has a valid choice, and what blocks is a variable or the engine's own pick)."""
         if self.outcome is not Outcome.NOT_READY or not self.choices_valid:
             return False
+        if self.question.strict and not self.verified:
+            return False  # no knob makes an unverified verdict verified
         return all(f.kind.env_fixes for f in self._blocking_outside_the_choice())
 
     @property

@@ -100,6 +100,8 @@ def headline(report: Report) -> str:
             for p in report.not_counted()
         )
         return "READY: use " + uses(report) + left
+    if not report.verified and report.question.strict:
+        return "NOT READY: --strict, and a release judged is newer than the release data"
     if report.env_makes_ready:
         return f'NOT READY as set (eval "$(fp4doctor env)" switches to {uses(report)})'
     blocked = [p for p in report.blocking_families() if p.chosen is None]
@@ -146,7 +148,10 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     counts = summary_counts(report.findings())
     out.gap()
     # The verdict, then the counts on a line of their own: the last line is always the counts.
-    out.heading(f"{headline(report)}.")
+    # Extrapolated rules: said in the verdict line too, not only among the host's findings.
+    said = report.verified or report.question.strict  # --strict's headline says it already
+    unverified = "" if said else " (unverified: a release newer than the release data)"
+    out.heading(f"{headline(report)}{unverified}.")
     out.heading(
         f"Checks: {counts['pass']} passed, {_count(counts['warn'], 'warning')}, "
         f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
@@ -314,6 +319,8 @@ def document(report: Report) -> dict[str, Any]:
                 "version": engine.version,
                 "source": engine.source,
                 "note": engine.note,
+                "newest_known": report.profile.engine.newest_known,
+                "verified": report.verified,
             },
             "host": {
                 # No UUIDs: a report is pasted into tickets (`probe --json` redacts them too).
@@ -337,6 +344,8 @@ def document(report: Report) -> dict[str, Any]:
                     "backends": _backends_doc(part.evaluation, no_verdict),
                     "engine_auto": part.evaluation.engine_auto,
                     "resolution": part.resolution.to_dict(),
+                    "verified": part.evaluation.verified,
+                    "unverified": [u.to_dict() for u in part.evaluation.unverified],
                 }
                 for part in report.families
             },

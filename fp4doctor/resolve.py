@@ -358,6 +358,14 @@ def _knobs(
         notes.append(f"{knob.name} is deprecated but is the only knob for {chosen} in {label}")
     keep = {knob.name, *(name for name, _ in knob.also)} if knob is not None else set()
     unset = [k.name for k in era.env_knobs() if k.name not in keep]
+    # A knob fp4doctor never sets (VLLM_BATCH_INVARIANT) is unset because it overrides the
+    # choice: say so where it is set, rather than leave a bare `unset` to wonder about.
+    env = evaluation.context.env
+    notes += [
+        f"unsets {k.name}: {k.note}" if k.note else f"unsets {k.name}: it overrides the choice"
+        for k in era.env_knobs()
+        if not k.select and k.name in unset and k.name in env
+    ]
     unset += [v for v in era.conflicts if v not in unset and v not in keep]
     return Resolution(
         chosen=chosen,

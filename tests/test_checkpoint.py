@@ -70,14 +70,21 @@ QWEN72_K32 = {f"model.down.{b}.k32" for b in ("cutlass", "flashinfer-cutlass", "
 QWEN30_MOE = {
     f"model.experts.{c}.flashinfer-trtllm-moe.intermediate64" for c in ("gate_up", "down")
 }
+# vllm_fi_cutlass_moe_gated_intermediate: the raise is in every vLLM wheel 0.14.0-0.34.0
+# (tools/extract/data/vllm.json shape_guards), so TP 8's intermediate 96 is refused there too.
+QWEN30_CUTLASS = {
+    f"model.experts.{c}.{b}.intermediate64"
+    for c in ("gate_up", "down")
+    for b in ("flashinfer-cutlass-moe", "cutlass-moe")
+}
 VERDICTS = {
     ("qwen2.5-72b-instruct-nvfp4", "vllm", "0.15.1"): [set(), set(), {QWEN72_TRT},
                                                        {QWEN72_TRT} | QWEN72_K32],
     ("qwen2.5-72b-instruct-nvfp4", "vllm", "0.33.0"): [set(), set(), {QWEN72_TRT}, {QWEN72_TRT}],
     ("qwen2.5-72b-instruct-nvfp4", "sglang", "0.5.20"): [set(), set(), set(), set()],
-    ("qwen3-30b-a3b-fp4", "vllm", "0.15.1"): [set(), set(), set(), QWEN30_MOE],
-    ("qwen3-30b-a3b-fp4", "vllm", "0.20.0"): [set(), set(), set(), QWEN30_MOE],
-    ("qwen3-30b-a3b-fp4", "vllm", "0.33.0"): [set(), set(), set(), set()],
+    ("qwen3-30b-a3b-fp4", "vllm", "0.15.1"): [set(), set(), set(), QWEN30_MOE | QWEN30_CUTLASS],
+    ("qwen3-30b-a3b-fp4", "vllm", "0.20.0"): [set(), set(), set(), QWEN30_MOE | QWEN30_CUTLASS],
+    ("qwen3-30b-a3b-fp4", "vllm", "0.33.0"): [set(), set(), set(), QWEN30_CUTLASS],
     ("llama-3.1-8b-instruct-fp4", "vllm", "0.15.1"): [set(), set(), set(), set()],
     ("llama-3.3-70b-instruct-fp4", "sglang", "0.5.20"): [set(), set(), set(), set()],
     ("deepseek-r1-fp4", "vllm", "0.33.0"): [set(), set(), set(), set()],

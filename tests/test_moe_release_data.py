@@ -37,7 +37,7 @@ VLLM = profile.load("vllm")
 SGLANG = profile.load("sglang")
 FLASHINFER = profile.load("flashinfer")
 BASE = facts.load(Path(__file__).parent / "fixtures" / "hosts" / "b200.json")
-CCS = (75, 80, 90, 100, 103, 110, 120, 121)
+CCS = (75, 80, 90, 100, 103, 107, 110, 120, 121)
 
 
 def covered(data: dict[str, Any], prof: profile.Profile) -> list[str]:
@@ -238,9 +238,10 @@ def test_moe_compute_capability_gates(version: str, cc: int) -> None:
         ours = engine_accepts("vllm", backend, version, cc, OWN_VLLM)
         if enum == "FLASHINFER_CUTLASS":
             # DOCUMENTED: the device gate admits SM90 for FP8/MXFP4; NVFP4 W4A4 needs
-            # _supports_quant_scheme too (family 100 in 0.15.0, has_device_capability(100)
-            # from 0.15.1; read in the wheels, not in the extracted data).
-            data = data and (cc in (100, 103) if version == "0.15.0" else cc >= 100)
+            # _supports_quant_scheme too (family 100 in 0.15.0: every 10.x;
+            # has_device_capability(100) from 0.15.1; read in the wheels, not in the extracted
+            # data).
+            data = data and (100 <= cc < 110 if version == "0.15.0" else cc >= 100)
         assert ours == data, (version, backend, cc)
 
 
@@ -405,3 +406,43 @@ def _spec_of(req: Requirement) -> list[Any]:
     version = getattr(req.kind, "version", None)
     assert version is not None
     return [version]
+
+
+# What 'latency' (VLLM_FLASHINFER_MOE_BACKEND's default from 0.11.1) gives, by the CC test of
+# get_flashinfer_moe_backend that sends it to CUTLASS instead, and the words the profile's note
+# must use for it.
+LATENCY_TO_CUTLASS = {
+    "current_platform.is_device_capability(90)": "except SM90",
+    "not current_platform.is_device_capability(100)": "CC 10.0",
+    "not current_platform.is_device_capability_family(100)": "SM10x family",
+}
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        v
+        for v in VLLM_RELEASES
+        if Version("0.11.1") <= release_of(v) < Version("0.22")
+        and (VLLM_DATA["releases"][v]["moe"].get("functions") or {}).get(
+            "get_flashinfer_moe_backend"
+        )
+    ],
+)
+def test_what_latency_gives_is_said_as_the_release_decides_it(version: str) -> None:
+    selections = VLLM_DATA["releases"][version]["moe"]["functions"]["get_flashinfer_moe_backend"][
+        "selections"
+    ]
+    tests = {
+        t
+        for s in selections
+        if s.get("return") == "FlashinferMoeBackend.CUTLASS"
+        for c in s["when"]
+        if "'latency'" in c or "'throughput'" in c  # the branch a value takes, not a fallback
+        for t in LATENCY_TO_CUTLASS
+        if t in c
+    }
+    assert len(tests) == 1, (version, selections)
+    words = LATENCY_TO_CUTLASS[tests.pop()]
+    fp4 = knob(moe_era(VLLM, version), "VLLM_USE_FLASHINFER_MOE_FP4")
+    assert fp4 is not None and words in (fp4.note or ""), (version, fp4.note if fp4 else None)

@@ -13,6 +13,7 @@ No network: the JSON files are read once per module.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def _load(name: str) -> dict[str, Any]:
 
 FI_DATA = _load("flashinfer.json")
 SG_DATA = _load("sglang.json")
+INDEX = json.loads((DATA.parents[2] / "profiles" / "index.json").read_text(encoding="utf-8"))
 FI = profile.load("flashinfer")
 SGLANG = profile.load("sglang")
 TRTLLM = profile.load("trtllm")
@@ -603,7 +605,7 @@ def sg_expected_auto(release: dict[str, Any], cc: int, cuda: str) -> str | None:
     raise AssertionError("no step of SGLang's automatic order holds")
 
 
-SG_CCS = (80, 90, 100, 103, 110, 120, 121)
+SG_CCS = (80, 90, 100, 103, 107, 110, 120, 121)
 
 
 @pytest.mark.parametrize("version", sg_in_scope_releases())
@@ -742,7 +744,78 @@ def test_trtllm_releases(version: str) -> None:
 
 
 def test_trtllm_newest_and_unverified_boundaries_are_said() -> None:
-    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1]
+    newest = INDEX["packages"]["tensorrt-llm"][-1]
+    assert TRTLLM.engine.newest_known == TRTLLM_RELEASES[-1] == newest
     for era in TRTLLM.eras[1:]:
         assert "boundary not verified" in (era.note or ""), era.versions
     assert "boundary not verified" in (TRTLLM.eras[0].note or "")
+
+
+def test_no_trtllm_release_has_a_wheel_on_the_index() -> None:
+    # tools/extract/index.py: every release on the package index is a stub sdist, so the
+    # profile's boundaries cannot be read from any release (profiles/trtllm.yaml says so).
+    releases = INDEX["packages"]["tensorrt-llm"]
+    assert INDEX["without_wheel"]["tensorrt-llm"] == releases
+    assert set(TRTLLM_RELEASES) <= set(releases)
+    assert "every one of its" in Path(TRTLLM.path).read_text(encoding="utf-8")
+
+
+# === newest_known =================================================================================
+
+
+def test_newest_known_is_derived_from_the_release_data() -> None:
+    # profiles/releases.yaml is what tools/extract/releases.py writes from the data's `covers`,
+    # and no shipped profile types its own newest_known.
+    spec = importlib.util.spec_from_file_location("releases", DATA.parent / "releases.py")
+    assert spec is not None and spec.loader is not None
+    releases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(releases)
+    root = DATA.parents[2]
+    expected = releases.render(releases.newest(), releases.unavailable_pins())
+    assert (root / "profiles" / "releases.yaml").read_text() == expected
+    for name in profile.builtin_names():
+        assert "newest_known" not in (root / "profiles" / f"{name}.yaml").read_text(), name
+        loaded = profile.load(name)
+        assert loaded.engine.newest_known == releases.newest()[loaded.engine.package], name
+        pins = releases.unavailable_pins().get(loaded.engine.package, {})
+        assert dict(loaded.engine.unavailable_pins) == pins, name
+
+
+def test_sglang_k16_rule_holds_where_the_release_raises() -> None:
+    # ModelOptFp4LinearMethod.create_weights `input_size_per_partition % 16 != 0: raise`, read
+    # in every SGLang release with NVFP4 (linear.gates).
+    from fp4doctor.checkpoint import constraints
+
+    alignment = next(a for a in constraints.load().alignments if a.id == "sglang_modelopt_k16")
+    raising = [
+        v
+        for v in SG_DATA["covers"]
+        if any(
+            "input_size_per_partition % 16 != 0" in " ".join(g["when"])
+            for g in SG_RELEASES[v]["linear"]["gates"]
+        )
+    ]
+    stated = [v for v in SG_DATA["covers"] if alignment.engine.contains(v, prereleases=True)]
+    assert stated == raising and raising[0] == SG_DATA["covers"][0]
+
+
+def test_refresh_names_what_moved_in_a_new_release() -> None:
+    # tools/extract/refresh.py's report, on the data as it is and the data without vLLM 0.34.0:
+    # the fields 0.34.0 moved against 0.33.0, and nothing for the releases read before.
+    spec = importlib.util.spec_from_file_location("refresh", DATA.parent / "refresh.py")
+    assert spec is not None and spec.loader is not None
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    after = json.loads((DATA / "vllm.json").read_text(encoding="utf-8"))
+    before = {
+        **after,
+        "covers": [v for v in after["covers"] if v != "0.34.0"],
+        "releases": {v: r for v, r in after["releases"].items() if v != "0.34.0"},
+    }
+    (line,) = refresh.compare("vllm.json", before, after)
+    assert line.startswith("vllm.json: 0.34.0 new; against 0.33.0: ")
+    assert "envs.removed (new)" in line and "linear.precedence.tested_in_order" in line
+    assert "files" not in line.split(": ", 2)[2]  # content hashes are not news
+    changed = {**after["releases"], "0.33.0": {**after["releases"]["0.33.0"], "yanked": True}}
+    (line,) = refresh.compare("vllm.json", after, {**after, "releases": changed})
+    assert "0.33.0 CHANGED" in line and "yanked" in line

@@ -25,6 +25,7 @@ import yaml
 from packaging.version import Version
 
 from fp4doctor import facts, profile
+from fp4doctor.checkpoint import constraints
 from fp4doctor.doctor import Outcome, Question, diagnose
 from fp4doctor.facts import Gpu, HostFacts
 from fp4doctor.profile.kinds.any_of import AnyOf
@@ -89,7 +90,7 @@ GEMM_ENV = (
 FILE_READ = (*GEMM_ENV, "VLLM_HAS_FLASHINFER_CUBIN")  # read anywhere in the files read
 SELECTOR_READ = ("VLLM_BATCH_INVARIANT", "VLLM_DISABLED_KERNELS")  # read by the NVFP4 selector
 TRACKED = (*FILE_READ, *SELECTOR_READ)
-CCS = (75, 80, 90, 100, 103, 110, 120, 121)
+CCS = (75, 80, 90, 100, 103, 107, 110, 120, 121)
 
 
 def era(version: str) -> Era:
@@ -551,3 +552,44 @@ def test_w4a16_cutedsl_gate_is_read_from_the_wheel() -> None:
         for cc in CCS:
             ev = judged(version, cc)
             assert rule.check(ev.context, ev.facts.gpus[0]).ok == gate["accepts_cc"][str(cc)]
+
+
+@pytest.mark.parametrize("version", COVERED)
+def test_removed_variables_are_errors_where_the_release_refuses_them(version: str) -> None:
+    removed = (RELEASES[version]["envs"].get("removed") or {}).get("names", {})
+    ours = {
+        name
+        for name, variable in VLLM.variables.items()
+        if variable.removed is not None and variable.removed.contains(version)
+    }
+    assert ours == set(removed), version
+
+
+def test_0_34_batch_invariant_is_read_through_its_tuple_assignment() -> None:
+    # 0.34 writes `force_kernel, bi_backend = HummingNvFp4LinearKernel, "humming"`: the
+    # extraction must still see VLLM_BATCH_INVARIANT ahead of --linear-backend.
+    precedence = linear("0.34.0")["precedence"]
+    assert precedence["tested_in_order"][0] == "VLLM_BATCH_INVARIANT"
+    sets = [s for s in linear("0.34.0")["selectors"][-1]["selections"] if "set" in s]
+    assert any(s["to"] == "HummingNvFp4LinearKernel" for s in sets)
+
+
+# --- shape rules (profiles/shapes.yaml) from every release's raises -----------------------------
+
+# shapes.yaml alignment id -> the raise (tools/extract/data/vllm.json `shape_guards`) it states.
+SHAPE_RAISES = {
+    "vllm_modelopt_k16": "in features size is not multiple of 16",
+    "vllm_fi_cutlass_moe_gated_intermediate": "Intermediate size padding for w1 and w3",
+}
+
+
+@pytest.mark.parametrize("rule", sorted(SHAPE_RAISES))
+def test_shape_rules_hold_where_the_release_raises(rule: str) -> None:
+    alignment = next(a for a in constraints.load().alignments if a.id == rule)
+    raising = [
+        v
+        for v in DATA["covers"]
+        if any(SHAPE_RAISES[rule] in g["raise"] for g in RELEASES[v]["shape_guards"])
+    ]
+    stated = [v for v in DATA["covers"] if alignment.engine.contains(v, prereleases=True)]
+    assert stated == raising, (rule, raising[0], raising[-1])

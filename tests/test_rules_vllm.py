@@ -7,14 +7,20 @@ Table-driven over the fixture hosts (tests/fixtures/hosts) × vLLM versions from
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from conftest import schema_errors
+from packaging.version import Version
 
 from fp4doctor import facts, profile
+from fp4doctor.cli import main
+from fp4doctor.doctor import Outcome, Question, Report, diagnose
 from fp4doctor.findings import Status
 from fp4doctor.resolve import ResolveError, resolve
-from fp4doctor.rules import Evaluation, evaluate
+from fp4doctor.rules import Evaluation, Unverified, evaluate
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 VLLM = profile.load("vllm")
@@ -338,3 +344,107 @@ def test_fbgemm_is_unset_in_0_15_because_the_backend_variable_turns_it_on() -> N
     assert status is Status.WARN and "compressed-tensors checkpoints only" in reason
     r = resolve(ev, prefer="cudnn")
     assert "VLLM_USE_FBGEMM" in r.unset_env
+
+
+# --- vLLM 0.34 (the wheel's init_nvfp4_linear_kernel, envs.py, experts/cutlass_moe.py) ---------
+
+
+def test_marlin_input_dtype_is_an_error_from_0_34_and_read_before() -> None:
+    ev = judge("b200", "0.34.0", VLLM_MARLIN_INPUT_DTYPE="int8")
+    status, reason = finding(ev, "env.VLLM_MARLIN_INPUT_DTYPE.removed")
+    assert status is Status.FAIL and "refuses to start" in reason
+    older = judge("b200", "0.33.0", VLLM_MARLIN_INPUT_DTYPE="int8")
+    assert not [f for f in older.env_findings if "VLLM_MARLIN_INPUT_DTYPE" in f.id]
+    assert "VLLM_MARLIN_INPUT_DTYPE" in resolve(judge("b200", "0.34.0")).unset_env
+    assert "VLLM_MARLIN_INPUT_DTYPE" not in resolve(judge("b200", "0.33.0")).unset_env
+
+
+def test_env_says_why_it_unsets_batch_invariant() -> None:
+    r = resolve(judge("b200", "0.34.0", VLLM_BATCH_INVARIANT="1"))
+    assert "VLLM_BATCH_INVARIANT" in r.unset_env
+    (why,) = [n for n in r.notes if n.startswith("unsets VLLM_BATCH_INVARIANT")]
+    assert "Humming for a W4A16 checkpoint" in why
+    quiet = resolve(judge("b200", "0.34.0"))
+    assert not [n for n in quiet.notes if "VLLM_BATCH_INVARIANT" in n]
+
+
+def test_vllm_cutlass_moe_leaves_sm110_in_0_34() -> None:
+    def moe(version: str) -> Evaluation:
+        return evaluate(VLLM, host("thor"), override_version=version, family="moe")
+
+    assert moe("0.33.0").valid("cutlass-moe")
+    assert "cutlass-moe" in moe("0.33.0").auto_order
+    assert not moe("0.34.0").valid("cutlass-moe")
+    assert "cutlass-moe" not in moe("0.34.0").auto_order
+
+
+# --- releases newer than the release data -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "verified"),
+    [
+        ("0.34.0", True),
+        ("0.34.0rc1", True),
+        ("0.34.0+cu130", True),
+        ("0.34.1.dev3", False),
+        ("0.40.0", False),
+    ],
+)
+def test_a_release_newer_than_the_data_is_unverified(version: str, verified: bool) -> None:
+    ev = judge("b200", version)
+    assert ev.verified is verified
+    marked = [f for f in ev.host if f.id == "engine.unverified.vllm"]
+    assert bool(marked) is not verified
+    if not verified:
+        assert ev.unverified == (Unverified("vllm", version, VLLM.engine.newest_known),)
+        assert marked[0].status is Status.WARN and "extrapolated" in marked[0].reason
+
+
+def test_a_flashinfer_newer_than_its_data_makes_the_vllm_verdict_unverified() -> None:
+    h = host("b200")
+    newest = dict(VLLM.engine.newest_read)["flashinfer-python"]
+    newer = f"{Version(newest).major}.{Version(newest).minor}.{Version(newest).micro + 1}"
+    versions = {**h.packages.versions, "flashinfer-python": newer, "flashinfer-cubin": newer}
+    h = dataclasses.replace(h, packages=dataclasses.replace(h.packages, versions=versions))
+    ev = evaluate(VLLM, h, override_version="0.34.0", family="moe")
+    assert [u.package for u in ev.unverified] == ["flashinfer-python"]
+
+
+def test_strict_makes_an_unverified_verdict_not_ready() -> None:
+    def ask(version: str, strict: bool) -> Report:
+        facts_file = str(HOSTS / "b200.json")
+        return diagnose(
+            Question(facts_file=facts_file, engine_version=version, family="linear", strict=strict)
+        )
+
+    assert ask("0.40.0", strict=False).outcome is Outcome.READY
+    assert ask("0.40.0", strict=True).outcome is Outcome.NOT_READY
+    assert ask("0.34.0", strict=True).outcome is Outcome.READY
+
+
+def test_env_strict_exits_1_and_prints_nothing_for_an_unverified_release() -> None:
+    args = ["env", "--facts", str(HOSTS / "b200.json"), "--family", "linear", "--strict"]
+    result = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "unverified" in result.stderr
+    assert CliRunner().invoke(main, [*args, "--engine-version", "0.34.0"]).exit_code == 0
+
+
+def test_the_json_report_marks_each_family_unverified() -> None:
+    args = ["check", "--facts", str(HOSTS / "b200.json"), "--json", "--no-smoke"]
+    document = json.loads(CliRunner().invoke(main, [*args, "--engine-version", "0.40.0"]).stdout)
+    assert schema_errors(document) == []
+    assert document["engine"]["verified"] is False
+    assert document["engine"]["newest_known"] == VLLM.engine.newest_known
+    for family in document["families"].values():
+        assert family["verified"] is False
+        assert family["unverified"][0]["newest_known"] == VLLM.engine.newest_known
+
+
+def test_check_strict_says_why_it_is_not_ready() -> None:
+    args = ["check", "--facts", str(HOSTS / "b200.json"), "--no-smoke", "--family", "linear"]
+    loose = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0"])
+    assert loose.exit_code == 0 and "(unverified: a release newer" in loose.stdout
+    strict = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0", "--strict"])
+    assert strict.exit_code == 1 and "NOT READY: --strict" in strict.stdout

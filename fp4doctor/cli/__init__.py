@@ -17,7 +17,7 @@ its control characters escaped (`terminal.clean`).
     app        the top-level group; each command's module loads when that command runs
     console    stdout and stderr, the user errors and the exit codes
     options    the options every question-asking command shares, and `env`/`config`'s settle
-    check, env, config, explain, probe, profiles: one command (or group) each
+    check, env, config, explain, diff, probe, profiles: one command (or group) each
     (node and fleet: fp4doctor/fleet/commands.py)
 
 The console script imports this package and calls `main`: `startup.begin` (standard library

@@ -29,6 +29,7 @@ COMMANDS = {
     "advisories": ("fp4doctor.cli.probe", "advisories"),
     "check": ("fp4doctor.cli.check", "check"),
     "config": ("fp4doctor.cli.config", "config"),
+    "diff": ("fp4doctor.cli.diff", "diff"),
     "env": ("fp4doctor.cli.env", "env"),
     "explain": ("fp4doctor.cli.explain", "explain"),
     "fleet": ("fp4doctor.fleet.commands", "fleet"),

@@ -107,9 +107,16 @@ QUESTION_OPTIONS = (
         help="With --model ORG/NAME not in the cache: read its configs and headers from the Hub "
         "(needs pip install 'fp4doctor[hub]' and the network).",
     ),
+    click.option(
+        "--strict",
+        is_flag=True,
+        help="Exit 1 when the verdict is unverified: a release judged (the engine, FlashInfer) "
+        "is newer than the release data fp4doctor's rules were read from.",
+    ),
 )
 _QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignore", "prefer",
-                    "require", "family", "model", "tp", "ep", "hub", "concurrency")  # fmt: skip
+                    "require", "family", "model", "tp", "ep", "hub", "concurrency",
+                    "strict")  # fmt: skip
 _SWITCHES = ("autotune", "cuda_graphs")  # on|off -> True/False, None when not given
 
 
@@ -169,6 +176,12 @@ def settle(report: Report, nothing: str) -> None:
         for f in part.resolution.findings:
             if f.kind is Kind.ENGINE_PICK and f.status.blocking and part.chosen is not None:
                 note(f"{said}steering away: {f.reason}")
+    if report.question.strict and not report.verified:
+        texts = {u.text: None for p in report.families for u in p.evaluation.unverified}
+        for text in texts:
+            note(text)
+        note(f"{nothing}: --strict and the verdict is unverified")
+        sys.exit(EXIT_NOT_READY)
     if not report.usable:
         for part in report.counted:
             if part.chosen is None:

@@ -275,6 +275,13 @@ class Engine:
     # What the engine itself needs to start, whatever backend it uses (a failure here stops
     # every backend: the host is not ready).
     requires: tuple[Requirement, ...] = ()
+    # The newest release of each package whose rules were read from released source (the
+    # engine's own, `newest_known`, and a library's whose rules the profile includes, e.g.
+    # FlashInfer's): an installed release newer than it is judged by extrapolation, unverified.
+    newest_read: tuple[tuple[str, str], ...] = ()
+    # Engine releases whose FlashInfer pin the package index lacks (release -> requirement):
+    # `pip install` of them fails from the index alone (profiles/releases.yaml).
+    unavailable_pins: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -285,6 +292,10 @@ class Variable:
     note: str
     means: str | None = None  # the backend a user means by setting it to a true value
     family: str = FAMILY_LINEAR
+    # Engine versions that refuse to start while it is set (vLLM 0.34's
+    # removed_environment_variables): an error, not an ignored variable; the versions before
+    # them read it.
+    removed: SpecifierSet | None = None
 
 
 @dataclass(frozen=True)

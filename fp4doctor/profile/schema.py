@@ -425,8 +425,17 @@ def parse_module(text: str, file: str) -> Conditions:
     return _conditions(required(fields, "conditions", root), {})
 
 
-def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
-    """Validate profile YAML text; raise ProfileError naming file, line and key."""
+def parse(
+    text: str,
+    file: str,
+    modules: ModuleLoader | None = None,
+    known: Callable[[str], str | None] | None = None,
+    unavailable: Callable[[str], dict[str, str]] | None = None,
+) -> Profile:
+    """Validate profile YAML text; raise ProfileError naming file, line and key. `known` gives
+    an engine package's newest release in the extracted data (profiles/releases.yaml), used
+    when the profile does not state `engine.newest_known` (the shipped ones never do);
+    `unavailable` the engine's releases whose FlashInfer pin the package index lacks."""
     root = compose(text, file)
     fields = root.mapping(_PROFILE_KEYS)
     _check_schema(fields, root)
@@ -451,9 +460,18 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
     args_variable = optional(ef, "args_variable", Node.text)
     if args_variable is not None and not VAR_RE.match(args_variable):
         raise ef["args_variable"].error(f"{args_variable!r} is not a valid variable name")
+    package = required(ef, "package", engine_node).text()
+    newest_known = optional(ef, "newest_known", Node.version)
+    if newest_known is None:
+        newest_known = known(package) if known is not None else None
+    if newest_known is None:
+        raise engine_node.error(
+            f"should give newest_known: the release data (profiles/releases.yaml) names no "
+            f"release of {package}"
+        )
     engine = Engine(
-        package=required(ef, "package", engine_node).text(),
-        newest_known=required(ef, "newest_known", engine_node).version(),
+        package=package,
+        newest_known=newest_known,
         args_variable=args_variable,
         config_format=optional(ef, "config_format", lambda n: n.choice(CONFIG_FORMATS)) or "dotenv",
         config_from=optional(ef, "config_from", Node.version),
@@ -506,7 +524,7 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         for name, n in fields["variables"].mapping().items():
             if not VAR_RE.match(name):
                 raise n.error("is not a valid environment variable name")
-            vf = n.mapping(("note", "means", "family"))
+            vf = n.mapping(("note", "means", "family", "removed"))
             means = optional(vf, "means", Node.text)
             if means is not None and means not in backends:
                 raise vf["means"].error(
@@ -520,9 +538,10 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
                 note=required(vf, "note", n).text(),
                 means=means,
                 family=family or (backends[means].family if means else FAMILY_LINEAR),
+                removed=optional(vf, "removed", Node.specifier),
             )
 
-    return Profile(
+    parsed = Profile(
         target=target,
         title=required(fields, "title", root).text(),
         engine=engine,
@@ -533,6 +552,16 @@ def parse(text: str, file: str, modules: ModuleLoader | None = None) -> Profile:
         source=optional(fields, "source", Node.text),
         path=file,
     )
+    read = {engine.package: engine.newest_known}
+    if known is not None:
+        for name in sorted(parsed.packages() - {engine.package}):
+            if (version := known(name)) is not None:
+                read[name] = version
+    gaps = tuple(sorted(unavailable(engine.package).items())) if unavailable else ()
+    engine = dataclasses.replace(
+        engine, newest_read=tuple(sorted(read.items())), unavailable_pins=gaps
+    )
+    return dataclasses.replace(parsed, engine=engine)
 
 
 # Nesting no deeper than this cannot crash libyaml's recursive composer (it took ~50,000 levels

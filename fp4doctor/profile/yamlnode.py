@@ -114,6 +114,10 @@ class Node:
             raise self.error(f"should be true or false, got {self.kind()}")
         return value
 
+    def is_integer(self) -> bool:
+        value = self.scalar() if self.is_scalar() else None
+        return isinstance(value, int) and not isinstance(value, bool)
+
     def integer(self) -> int:
         value = self.scalar()
         if not isinstance(value, int) or isinstance(value, bool):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
     from fp4doctor.pick import Pick
     from fp4doctor.smoke.result import SmokeResult
 
-__all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Verdict", "evaluate"]
+__all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Unverified", "Verdict", "evaluate"]
 
 SOURCE_INSTALLED = "installed"
 SOURCE_OVERRIDE = "--engine-version"
@@ -48,6 +48,27 @@ class EngineVersion:
     source: str  # SOURCE_INSTALLED | SOURCE_OVERRIDE | SOURCE_ASSUMED
     note: str | None = None
     covered: bool = True  # False: older than every era the profile knows (no verdict)
+
+
+@dataclass(frozen=True)
+class Unverified:
+    """A release the judgement rests on that is newer than the release data its rules were read
+    from (profiles/releases.yaml): the rules of the newest release known are extrapolated."""
+
+    package: str
+    version: str  # installed, or the --engine-version asked for
+    newest_known: str
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.package} {self.version} is newer than the newest release fp4doctor's rules "
+            f"were read from ({self.newest_known}): its rules are extrapolated from "
+            f"{self.newest_known}, not verified"
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        return {"package": self.package, "version": self.version, "newest_known": self.newest_known}
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,12 @@ class Evaluation:
     # backends the engine's automatic order passes over for the model, with the reason.
     weight_only: bool = False
     skips: Mapping[str, Finding] = field(default_factory=dict)
+    unverified: tuple[Unverified, ...] = ()  # releases newer than the release data
+
+    @property
+    def verified(self) -> bool:
+        """False when a release judged is newer than the data the rules were read from."""
+        return not self.unverified
 
     @property
     def engine_label(self) -> str:
@@ -159,7 +186,7 @@ def era_for(profile: Profile, engine: EngineVersion) -> tuple[Era, EngineVersion
                 return era, _noted(
                     engine,
                     f"{profile.title} {engine.version} is newer than this profile knows "
-                    f"({newest}); judging with the rules of its newest era",
+                    f"({newest}); judging with the rules of its newest era (unverified)",
                 )
             return era, engine
     oldest = bounds(profile.eras[0].versions)[0]
@@ -219,6 +246,7 @@ def evaluate(
     verdicts = {name: replace(v, findings=owned(v.findings)) for name, v in verdicts.items()}
     env_findings, selection = lint(profile, era, ctx, verdicts, label)
     auto_order = tuple(s.backend for s in era.auto if conditions_hold(s.conditions, ctx))
+    unverified = beyond_the_data(profile, versions)
     return Evaluation(
         profile=profile,
         facts=host,
@@ -228,6 +256,11 @@ def evaluate(
         host=tuple(
             apply_ignores(
                 host_findings(host)
+                + [
+                    Finding(f"engine.unverified.{u.package}", Status.WARN, u.text, kind=Kind.ENGINE)
+                    for u in unverified
+                ]
+                + install_findings(profile, engine)
                 + requirement_findings(profile.engine.requires, ctx, "engine", kind=Kind.ENGINE),
                 patterns,
             )
@@ -237,4 +270,46 @@ def evaluate(
         env_selection=selection,
         auto_order=auto_order,
         smoke=owned(unowned),
+        unverified=unverified,
     )
+
+
+def install_findings(profile: Profile, engine: EngineVersion) -> list[Finding]:
+    """An engine release judged but not installed whose FlashInfer pin the package index does
+    not have: getting there takes FlashInfer from elsewhere (said, not a failure)."""
+    if engine.source == SOURCE_INSTALLED:
+        return []
+    pin = dict(profile.engine.unavailable_pins).get(engine.version)
+    if pin is None:
+        return []
+    package = profile.engine.package
+    return [
+        Finding(
+            f"engine.install.{package}",
+            Status.WARN,
+            f"{package} {engine.version} pins {pin}, which the package index does not have: "
+            f"`pip install {package}=={engine.version}` fails from the index alone",
+            fix=f"install {pin.split('==')[0]} from FlashInfer's own wheel index first, or "
+            f"pick another {package} release",
+            source="Requires-Dist of the released wheel's METADATA, against the releases on "
+            "https://pypi.org/project/flashinfer-python/ (profiles/releases.yaml)",
+            kind=Kind.ENGINE,
+        )
+    ]
+
+
+def beyond_the_data(profile: Profile, versions: Mapping[str, str]) -> tuple[Unverified, ...]:
+    """The packages judged at a release newer than the release data (`engine.newest_read`);
+    a pre-release or local build of the newest release known counts as known."""
+    out = []
+    for package, newest in profile.engine.newest_read:
+        version = versions.get(F.canonical_name(package))
+        if version is None:
+            continue
+        try:
+            newer = Version(Version(version).public) > Version(newest)
+        except InvalidVersion:
+            continue  # host_findings says the version cannot be read
+        if newer:
+            out.append(Unverified(package, version, newest))
+    return tuple(out)

@@ -12,6 +12,7 @@ from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.kinds.base import Context, is_true
 from fp4doctor.profile.model import KNOB_ENV, Era, Knob, Profile
 from fp4doctor.rules.backends import Verdict
+from fp4doctor.versions import contains
 
 _finding = functools.partial(Finding, kind=Kind.ENV)
 
@@ -61,6 +62,19 @@ def lint(
                 selections.append((rank, Selection(selected, name, value, knob.note)))
         elif name in era.read_variables():
             continue
+        elif (removed := _removed(profile, name, ctx)) is not None:
+            if not removed:
+                continue  # an older release, which still reads it
+            findings.append(
+                Finding(
+                    f"{fid}.removed",
+                    Status.FAIL,
+                    f"{engine_label} refuses to start while {name} is set: "
+                    f"{profile.variables[name].note}",
+                    fix=f"unset {name}",
+                    kind=Kind.ENV,
+                )
+            )
         elif name in profile.variables or name in other_knobs:
             note = (
                 profile.variables[name].note
@@ -181,6 +195,15 @@ def _lint_knob(
             )
         )
     return selected
+
+
+def _removed(profile: Profile, name: str, ctx: Context) -> bool | None:
+    """Whether the engine version judged raises at start-up when `name` is set (False: a
+    version that still reads it); None when the profile names no removal for it."""
+    variable = profile.variables.get(name)
+    if variable is None or variable.removed is None or ctx.engine is None:
+        return None
+    return bool(contains(variable.removed, ctx.engine[1]))
 
 
 def _meant_backend(name: str, value: str, knob: Knob | None, profile: Profile) -> str | None:

@@ -8,6 +8,7 @@ package so that a pipeline can validate what it reads with the schema of the ver
     env-v1          `fp4doctor env --shell json` (no schema_version in it)
     fleet-v1        `fp4doctor fleet --json` (fleet.render.FLEET_SCHEMA_VERSION)
     explain-v1      `fp4doctor explain --json` (no schema_version in it)
+    diff-v1         `fp4doctor diff --json` (diff.DIFF_SCHEMA_VERSION)
 
 A facts or report document names its own schema with `schema_version` (`schema_for`). The
 schemas are closed (`additionalProperties: false`) where the document's shape is: a key added to
@@ -23,11 +24,19 @@ from importlib import resources
 from typing import Any
 
 FACTS, REPORT, ADVISORIES, ENV = "facts", "report", "advisories", "env"
-FLEET, EXPLAIN = "fleet", "explain"
-KINDS = (FACTS, REPORT, ADVISORIES, ENV, FLEET, EXPLAIN)
+FLEET, EXPLAIN, DIFF = "fleet", "explain", "diff"
+KINDS = (FACTS, REPORT, ADVISORIES, ENV, FLEET, EXPLAIN, DIFF)
 #: The versions of each kind shipped: the one the code writes last, the earlier ones kept so
 #: that a document written by an older fp4doctor still validates with its own.
-VERSIONS = {FACTS: (1,), REPORT: (1, 2), ADVISORIES: (1,), ENV: (1,), FLEET: (1,), EXPLAIN: (1,)}
+VERSIONS = {
+    FACTS: (1,),
+    REPORT: (1, 2),
+    ADVISORIES: (1,),
+    ENV: (1,),
+    FLEET: (1,),
+    EXPLAIN: (1,),
+    DIFF: (1,),
+}
 _ENV_KEYS = frozenset({"outcome", "set", "unset", "lists"})
 _EXPLAIN_KEYS = frozenset({"engine", "target", "model", "tp", "ep", "layers"})
 URN_PREFIX = "urn:fp4doctor:schema:"  # `$id` of each file: urn:fp4doctor:schema:report-v1
@@ -76,6 +85,8 @@ def kind_of(document: Any) -> tuple[str, int]:
         raise UnknownDocument("not a document fp4doctor writes: neither an object nor an array")
     version = document.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool):
+        if "from" in document and "to" in document:
+            return DIFF, version
         if "findings" in document or "resolution" in document:
             return REPORT, version
         if "groups" in document or "outliers" in document:

@@ -38,15 +38,17 @@ PACKAGES = (
 )
 
 
-def versions(project: str) -> list[str] | None:
-    """The released versions that have a file, oldest first; None when PyPI has no project."""
+def releases(project: str) -> tuple[list[str], list[str]] | None:
+    """The released versions that have a file, oldest first, and those of them with no wheel
+    (an sdist only: every tensorrt-llm release, whose wheels are on NVIDIA's own index); None
+    when PyPI has no project."""
     try:
         data = _get_json(INDEX.format(name=project))
     except OSError:
         return None
     raw = data.get("releases")
     assert isinstance(raw, dict)
-    out = []
+    out, wheelless = [], []
     for version, files in raw.items():
         try:
             Version(version)
@@ -54,16 +56,27 @@ def versions(project: str) -> list[str] | None:
             continue
         if files and not all(f.get("yanked") for f in files):
             out.append(version)
-    return sorted(out, key=Version)
+            if not any(f.get("packagetype") == "bdist_wheel" for f in files):
+                wheelless.append(version)
+    return sorted(out, key=Version), sorted(wheelless, key=Version)
+
+
+def versions(project: str) -> list[str] | None:
+    """The released versions that have a file, oldest first; None when PyPI has no project."""
+    found = releases(project)
+    return None if found is None else found[0]
 
 
 def main() -> int:
-    packages = {name: versions(name) for name in PACKAGES}
+    read = {name: releases(name) for name in PACKAGES}
+    packages = {k: v[0] for k, v in read.items() if v is not None}
     doc = {
         "read": datetime.date.today().isoformat(),
         "source": "https://pypi.org/pypi/<name>/json (releases with a file, yanked ones left out)",
-        "packages": {k: v for k, v in packages.items() if v is not None},
-        "absent": sorted(k for k, v in packages.items() if v is None),
+        "packages": packages,
+        "absent": sorted(k for k, v in read.items() if v is None),
+        # The releases with no wheel on PyPI (nothing to read there, pip builds or fails).
+        "without_wheel": {k: v[1] for k, v in read.items() if v is not None and v[1]},
     }
     OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     for name, found in sorted(packages.items()):

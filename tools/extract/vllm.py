@@ -30,8 +30,11 @@ from wheels import Release, Wheel, releases
 
 PROJECT = "vllm"
 OUT = Path(__file__).resolve().parent / "data" / "vllm.json"
-# Compute capabilities each gate is evaluated at (SM75 ... SM121).
-CCS = (75, 80, 86, 89, 90, 100, 103, 110, 120, 121)
+# Compute capabilities each gate is evaluated at (SM75 ... SM121): every CUDA GPU CC from Turing
+# on, each member of a family gate included (is_device_capability_family(100) is major 10: 10.0,
+# 10.3 and 10.7; family 120: 12.0 and 12.1), so a gate written for a family is never read as a
+# list of the members someone remembered.
+CCS = (75, 80, 86, 89, 90, 100, 103, 107, 110, 120, 121)
 
 # Wheel members worth reading: NVFP4/FP4 code, the knob definitions, FlashInfer glue, MoE oracles.
 MEMBER_RE = re.compile(
@@ -177,6 +180,20 @@ def load(release: Release, tries: int = 4) -> Source:
     raise AssertionError("unreachable")
 
 
+def flashinfer_pins(release: Release) -> list[str]:
+    """The release's `Requires-Dist` lines for FlashInfer's packages (its METADATA): what
+    `pip install vllm==X` asks the index for."""
+    wheel = Wheel(release)
+    member = next((m for m in wheel.names() if m.endswith(".dist-info/METADATA")), None)
+    text = wheel.text(member) if member is not None else None
+    lines = [
+        line.split(":", 1)[1].strip()
+        for line in (text or "").splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
+    return sorted(line for line in lines if re.match(r"flashinfer[-_]", line))
+
+
 def has_nvfp4(release: Release) -> bool:
     """Whether the release ships NVFP4 support (ModelOpt NVFP4 config in modelopt.py)."""
     text = Wheel(release).text(MODELOPT)
@@ -246,8 +263,22 @@ def decision_paths(body: list[ast.stmt], targets: set[str]) -> list[dict[str, An
             elif isinstance(s, (ast.Assign, ast.AnnAssign)):
                 tgts = s.targets if isinstance(s, ast.Assign) else [s.target]
                 for t in tgts:
-                    if dotted(t) in targets and s.value is not None:
+                    if s.value is None:
+                        continue
+                    if dotted(t) in targets:
                         out.append({"when": conds, "set": dotted(t), "to": dotted(s.value)})
+                    elif isinstance(t, ast.Tuple):
+                        # `force_kernel, name = Kernel, "x"` (0.34): each element a selection.
+                        values = s.value.elts if isinstance(s.value, ast.Tuple) else None
+                        for i, e in enumerate(t.elts):
+                            if dotted(e) not in targets:
+                                continue
+                            to = (
+                                dotted(values[i])
+                                if values is not None and len(values) == len(t.elts)
+                                else f"{dotted(s.value)}[{i}]"
+                            )
+                            out.append({"when": conds, "set": dotted(e), "to": to})
             elif isinstance(s, ast.Return) and "return" in targets:
                 out.append({"when": conds, "return": dotted(s.value) if s.value else None})
             elif isinstance(s, ast.Raise):
@@ -697,6 +728,21 @@ def extract_envs(src: Source) -> dict[str, Any]:
         if d.get("case_sensitive") == "<helper default>":
             d["case_sensitive"] = helpers.get("env_with_choices", {}).get("case_sensitive_default")
     out["helpers"] = helpers
+    removed = module_assign(tree, "removed_environment_variables")
+    if isinstance(removed, ast.Dict):
+        # 0.34+: a variable listed here is an error when set (Platform.validate_environ raises
+        # ValueError(f"{env} has been removed. {hint}")), not an unknown-variable warning.
+        interface = src.texts.get("vllm/platforms/interface.py", "")
+        out["removed"] = {
+            "names": {
+                k.value: literal(v)
+                for k, v in zip(removed.keys, removed.values, strict=False)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            },
+            "raises_in": "vllm/platforms/interface.py validate_environ"
+            if "removed_environment_variables.get" in interface and "has been removed" in interface
+            else None,
+        }
     return out
 
 
@@ -1252,6 +1298,34 @@ def expert_gate(src: Source, cls_name: str, member: str | None) -> dict[str, Any
 # Driver
 
 
+# A raise is a shape rule when its conditions take a size modulo something or its message
+# speaks of padding, multiples, divisibility or alignment.
+SHAPE_RE = re.compile(r"%|padding|multiple of|divisible|align", re.I)
+
+
+def extract_shape_guards(src: Source) -> list[dict[str, Any]]:
+    """Every raise in the NVFP4 functions read (`Class.method` of an `*Fp4*` class, or a module
+    function of a `*fp4*` file) that refuses a shape: path, function, conditions, the raise."""
+    out: list[dict[str, Any]] = []
+    for member in sorted(src.texts):
+        tree = src.tree(member)
+        if member in NO_DEFS or tree is None:
+            continue
+        fp4_file = "fp4" in member.rsplit("/", 1)[-1].lower()
+        functions: list[tuple[str, ast.FunctionDef]] = []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and fp4_file:
+                functions.append((node.name, node))
+            elif isinstance(node, ast.ClassDef) and "fp4" in node.name.lower():
+                methods = [f for f in node.body if isinstance(f, ast.FunctionDef)]
+                functions += [(f"{node.name}.{f.name}", f) for f in methods]
+        for name, fn in functions:
+            for p in decision_paths(fn.body, set()):
+                if "raise" in p and SHAPE_RE.search(" ".join([*p["when"], p["raise"] or ""])):
+                    out.append({"path": member, "function": name, **p})
+    return out
+
+
 def extract(src: Source) -> dict[str, Any]:
     rel = src.release
     envs = extract_envs(src)
@@ -1270,6 +1344,7 @@ def extract(src: Source) -> dict[str, Any]:
         "has_flashinfer": extract_has_flashinfer(src),
         "linear": extract_linear(src),
         "moe": extract_moe(src),
+        "shape_guards": extract_shape_guards(src),
     }
 
 
@@ -1303,6 +1378,12 @@ def run(only: Iterable[str] | None, jobs: int) -> dict[str, Any]:
         "compute_capabilities_evaluated": list(CCS),
         "releases": results,
     }
+    if wanted is None:
+        # Beside the records (which stay as they were): each release's FlashInfer pins, so
+        # tools/extract/releases.py can name a release the index alone cannot install.
+        with ThreadPoolExecutor(jobs) as ex:
+            pins = dict(zip(data["covers"], ex.map(flashinfer_pins, covered), strict=True))
+        data["requires_flashinfer"] = pins
     return data
 
 

@@ -1,9 +1,13 @@
-"""`compute_capability: [100, 103]` (exact, major*10+minor) or `">=10.0,<13.0"` (a range).
+"""`compute_capability: [100, 103]` (exact, major*10+minor), `">=10.0,<13.0"` (a range), or a
+list of both (a GPU passes when it matches any item).
 
-Checked on every GPU the engine will use; a backend is valid only where all of them pass.
+Checked on every GPU the engine will use; a backend is valid only where all of them pass. An
+engine gate on a family (vLLM's `is_device_capability_family(100)`: every 10.x) is written as a
+range, so that a member nobody listed (10.7) is not refused:
 
     - compute_capability: [100, 103, 110, 120, 121]
     - compute_capability: ">=10.0,<11.0"
+    - compute_capability: [">=10.0,<11.0", ">=12.0,<13.0"]
 """
 
 from __future__ import annotations
@@ -29,18 +33,21 @@ class ComputeCapability(Kind):
 
     key = "compute_capability"
 
-    exact: tuple[int, ...] = ()  # the listed capabilities, or
-    spec: SpecifierSet | None = None  # a range over "major.minor"
+    exact: tuple[int, ...] = ()  # the listed capabilities, and/or
+    spec: SpecifierSet | None = None  # a range over "major.minor", or
+    specs: tuple[SpecifierSet, ...] = ()  # the ranges of a list (with `exact`, any one passes)
 
     @classmethod
     def parse(
         cls, value: Node, fields: Mapping[str, Node], child: ParseChild, named: Named
     ) -> Kind:
         if value.is_list():
-            exact = tuple(n.integer() for n in value.sequence())
-            if not exact:
+            items = value.sequence()
+            if not items:
                 raise value.error("should list at least one compute capability (e.g. [100, 103])")
-            return cls(exact=exact)
+            ranges = tuple(n.specifier() for n in items if not n.is_integer())
+            exact = tuple(n.integer() for n in items if n.is_integer())
+            return cls(exact=exact, specs=ranges)
         return cls(spec=value.specifier())
 
     @property
@@ -50,7 +57,7 @@ class ComputeCapability(Kind):
     def wanted(self) -> str:
         if self.spec is not None:
             return f"compute capability {spec_text(self.spec)}"
-        ccs = [cc_text(c) for c in self.exact]
+        ccs = [cc_text(c) for c in self.exact] + [spec_text(s) for s in self.specs]
         if len(ccs) == 1:
             return f"compute capability {ccs[0]}"
         return f"compute capability {', '.join(ccs[:-1])} or {ccs[-1]}"
@@ -58,7 +65,7 @@ class ComputeCapability(Kind):
     def accepts(self, cc: int) -> bool:
         if self.spec is not None:
             return bool(contains(self.spec, cc_text(cc)))
-        return cc in self.exact
+        return cc in self.exact or any(contains(s, cc_text(cc)) for s in self.specs)
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:
         if gpu is None:
@@ -69,4 +76,5 @@ class ComputeCapability(Kind):
     def describe(self) -> str:
         if self.spec is not None:
             return f"compute capability {spec_text(self.spec)}"
-        return "compute capability one of " + ", ".join(cc_text(c) for c in self.exact)
+        items = [cc_text(c) for c in self.exact] + [spec_text(s) for s in self.specs]
+        return "compute capability one of " + ", ".join(items)
