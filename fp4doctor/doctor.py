@@ -33,6 +33,7 @@ from fp4doctor.versions import is_version
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
+    from fp4doctor.oracle.query import Asking
     from fp4doctor.smoke.result import SmokeResult
     from fp4doctor.smoke.runner import Prestarted
 
@@ -82,6 +83,7 @@ class Question:
     concurrency: int | None = None
     autotune: bool | None = None
     cuda_graphs: bool | None = None
+    engine: bool = True  # ask the installed engine's own selection code (fp4doctor/oracle)
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
@@ -332,7 +334,9 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
         )
         for f in families
     ]
+    asking = _ask_engine(question, statics)  # in the background, while the live GEMMs run
     results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
+    answers = asking.answers() if asking is not None else None
     parts: list[FamilyPart] = []
     model: ModelVerdict | None = None
     for family, static in zip(families, statics, strict=True):
@@ -360,6 +364,10 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
                 if picked:
                     model = model.with_findings(picked).with_ignores(question.ignore_ids())
             resolution = resolve(evaluation, prefer=prefer, require=require)
+            if answers is not None:  # the engine's own answer beside the rules'; it decides
+                from fp4doctor.oracle.fold import fold
+
+                resolution = fold(answers, evaluation, resolution)
         except ValueError as exc:
             raise QuestionError(str(exc)) from None
         # Asked: named by --family, used by --model's layers, named by --prefer/--require, or
@@ -369,6 +377,21 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
         parts.append(FamilyPart(family, evaluation, resolution, asked))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
+
+
+def _ask_engine(question: Question, statics: list[Evaluation]) -> Asking | None:
+    """The installed engine asked for its own picks (fp4doctor/oracle), or None (--no-engine,
+    not installed, no GPU to ask for). Its capability query is stubbed for a facts file (another
+    host's GPUs) and on a host without an NVIDIA driver."""
+    if not question.engine:
+        return None
+    from fp4doctor.oracle import query
+
+    try:
+        driver_gpus = bool(os.listdir(DRIVER_GPUS))
+    except OSError:
+        driver_gpus = False
+    return query.start(statics, stub=bool(question.facts_file) or not driver_gpus)
 
 
 def _checkpoint(question: Question) -> Checkpoint | None:
