@@ -40,7 +40,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     cases = [c for c in answers.cases if c.family == family and not c.a16]
     if not cases:
         return resolution
-    predicted = _predicted(evaluation)
+    expected = predicted(evaluation)
     found: list[Finding] = []
     engine_picks: set[str | None] = set()
     for case in (c for c in cases if c.label == AS_SET):
@@ -48,7 +48,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
         if answer is None:
             continue
         engine_picks.add(answer.backend if answer.raised is None else None)
-        found.append(_as_set(fid, label, evaluation, case, answer, predicted))
+        found.append(_as_set(fid, label, evaluation, case, answer, expected))
     chosen = resolution.chosen
     # fp4doctor left the choice to the engine: the engine's own pick is what runs.
     left_to_engine = resolution.knob is None and chosen is not None
@@ -86,7 +86,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     return _with(resolution, found)
 
 
-def _predicted(evaluation: Evaluation) -> str | None:
+def predicted(evaluation: Evaluation) -> str | None:
     """What the rules say the engine picks as set: the variable's selection, else its own."""
     selection = evaluation.env_selection
     return selection.backend if selection is not None else evaluation.engine_auto

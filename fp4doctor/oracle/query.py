@@ -43,8 +43,9 @@ ENGINES = {"vllm": "vllm"}  # target -> the worker's --engine (the engines it ca
 _SOURCE = "vllm-project/vllm released wheels 0.18.0, 0.24.0, 0.33.0, 0.34.0 (fp4doctor/oracle)"
 
 
-def engine_python() -> str:
-    return os.environ.get(ENGINE_PYTHON_ENV) or sys.executable
+def engine_python(env: Mapping[str, str] | None = None) -> str:
+    """The interpreter that runs the worker: $FP4DOCTOR_ENGINE_PYTHON, else fp4doctor's own."""
+    return (os.environ if env is None else env).get(ENGINE_PYTHON_ENV) or sys.executable
 
 
 def installed(package: str) -> bool:
@@ -167,7 +168,7 @@ class Asking:
         return result
 
     def _from_worker(self) -> EngineAnswers:
-        python = engine_python()
+        python = engine_python(self.env)
         cmd = [python, "-P", "-m", "fp4doctor.oracle.worker", "--engine", self.engine,
                "--parent-pid", str(os.getpid()), *(["--stub"] if self.stub else [])]  # fmt: skip
         # The smoke workers' environment (this checkout first on the path, FlashInfer's JIT and
@@ -234,7 +235,7 @@ def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
     and the RECORDs of the other distributions the rules read and the adapter code, on which
     the answers depend. None when the engine runs under another interpreter (its files are not
     known here) or its RECORD cannot be found."""
-    if engine_python() != sys.executable:
+    if engine_python(asking.env) != sys.executable:
         return None
     records = [r for name in sorted(asking.packages) if (r := _record(name)) is not None]
     engine = _record(asking.package)
