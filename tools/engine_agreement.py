@@ -112,7 +112,9 @@ def stub_driver(where: Path) -> Path:
 
 
 def probed(python: Path) -> facts.HostFacts:
-    """The facts the venv's interpreter probes (its packages; this host's toolchain)."""
+    """The facts the venv's interpreter probes (this host's toolchain), with the version of
+    every distribution the vLLM profile reads as installed there (`probe` alone reads a fixed
+    list; `check` adds the profile's own, as here)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [str(python), "-m", "fp4doctor", "probe", "--json"],
@@ -124,9 +126,22 @@ def probed(python: Path) -> facts.HostFacts:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         handle.write(out)
     try:
-        return facts.load(handle.name)
+        base = facts.load(handle.name)
     finally:
         os.unlink(handle.name)
+    names = sorted(profile.load("vllm").packages())
+    script = (
+        "import json, sys\nfrom importlib import metadata\nfound = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    try: found[name] = metadata.version(name)\n"
+        "    except metadata.PackageNotFoundError: pass\n"
+        "print(json.dumps(found))"
+    )
+    listed = subprocess.run(
+        [str(python), "-c", script, *names], capture_output=True, text=True, check=True
+    ).stdout
+    versions = {**base.packages.versions, **json.loads(listed)}
+    return dataclasses.replace(base, packages=dataclasses.replace(base.packages, versions=versions))
 
 
 def host_for(base: facts.HostFacts, cc: tuple[int, int], flashinfer: bool) -> facts.HostFacts:
