@@ -116,7 +116,8 @@ def test_a_knob_set_the_engine_does_not_honour_falls_back() -> None:
     got = answered(ev, **{"flashinfer-cutedsl-w4a16": "flashinfer-cutedsl"})
     folded = fold(got, ev, r)
     knobs = next(f for f in folded.findings if f.id == "engine.oracle.linear.knobs")
-    assert knobs.status is Status.FAIL and "not flashinfer-cutedsl-w4a16" in knobs.reason
+    # Said, not blocking: the choice steers around it.
+    assert knobs.status is Status.WARN and "not flashinfer-cutedsl-w4a16" in knobs.reason
     assert folded.chosen != "flashinfer-cutedsl-w4a16"
 
 
