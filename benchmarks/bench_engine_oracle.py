@@ -58,7 +58,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         driver = stub_driver(Path(tmp))
         cache = Path(tmp) / "cache"
-        base = {**os.environ, "PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver)}
+        base = {"PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver)}  # over this environment
         check = [
             str(python),
             "-m",

@@ -11,43 +11,35 @@ Worker side only (torch and vLLM are imported here)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 from fp4doctor.oracle import vllm_base
-from fp4doctor.oracle.answers import Answer, Case
+from fp4doctor.oracle.answers import Case
 
 
-class Session:
-    """vLLM's selection code, imported (with the capability stub in place when asked)."""
-
-    def __init__(self, stub: bool) -> None:
-        self.stub = stub
-        if stub:
-            vllm_base.stub_platform()
+class Session(vllm_base.Session):
+    def load(self) -> None:
         from vllm.config import VllmConfig, set_current_vllm_config
         from vllm.model_executor.kernels import linear
 
         self.init_kernel: Any = linear.init_nvfp4_linear_kernel
         self.vllm_config: Any = VllmConfig
         self.current: Any = set_current_vllm_config
-        import vllm.model_executor.layers.fused_moe.oracle.nvfp4  # noqa: F401  (fails early)
 
-    def ask(self, case: Case) -> Answer:
-        if self.stub:
-            vllm_base.set_capability(case.cc)
-        with vllm_base.environment(case):
-            args = vllm_base.engine_args(case.args)
-            kernel_config = copy.deepcopy(args.kernel_config)
-            for name in ("moe_backend", "linear_backend"):
-                if getattr(args, name, "auto") != "auto":
-                    setattr(kernel_config, name, getattr(args, name))
-            with self.current(self.vllm_config(kernel_config=kernel_config)):
-                if case.family == "moe":
-                    name, _kernel = vllm_base.select_moe(kernel_config.moe_backend)
-                    return vllm_base.picked(case, name)
-                kernel = self.init_kernel(use_a16=case.a16)
-                return vllm_base.picked(case, type(kernel).__name__)
+    @contextlib.contextmanager
+    def configured(self, args: Any) -> Iterator[Any]:
+        kernel_config = copy.deepcopy(args.kernel_config)
+        for name in ("moe_backend", "linear_backend"):
+            if getattr(args, name, "auto") != "auto":
+                setattr(kernel_config, name, getattr(args, name))
+        with self.current(self.vllm_config(kernel_config=kernel_config)):
+            yield kernel_config
+
+    def linear(self, case: Case) -> str:
+        return type(self.init_kernel(use_a16=case.a16)).__name__
 
 
 def prepare(stub: bool) -> Session:

@@ -24,6 +24,7 @@ import os
 import sys
 import typing
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from fp4doctor.oracle.answers import Answer, Case
@@ -225,3 +226,39 @@ def picked(case: Case, engine_name: str) -> Answer:
     """The answer for a kernel vLLM picked, named in fp4doctor's words where the rules know it."""
     names = MOE_NAMES if case.family == "moe" else LINEAR_NAMES
     return Answer(case.key, engine_name=engine_name, backend=names.get(engine_name))
+
+
+class Session:
+    """vLLM's selection code, imported (with the capability stub in place when asked); an
+    adapter says where its release selects the linear kernel (`linear`) and how the parsed
+    arguments reach the selection (`configured`)."""
+
+    def __init__(self, stub: bool) -> None:
+        self.stub = stub
+        if stub:
+            stub_platform()
+        self.load()
+        import vllm.model_executor.layers.fused_moe.oracle.nvfp4  # noqa: F401  (fails early)
+
+    def load(self) -> None:
+        """Import the release's linear selection (raises what the import raises)."""
+        raise NotImplementedError
+
+    def configured(self, args: Any) -> AbstractContextManager[Any]:
+        """The selection's view of the parsed arguments (its `moe_backend` read by MoE)."""
+        raise NotImplementedError
+
+    def linear(self, case: Case) -> str:
+        """vLLM's name of the linear kernel it selects for the case."""
+        raise NotImplementedError
+
+    def ask(self, case: Case) -> Answer:
+        if self.stub:
+            set_capability(case.cc)
+        with environment(case):
+            args = engine_args(case.args)
+            with self.configured(args) as config:
+                if case.family == "moe":
+                    name, _kernel = select_moe(config.moe_backend)
+                    return picked(case, name)
+                return picked(case, self.linear(case))
