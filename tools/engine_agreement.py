@@ -70,9 +70,10 @@ DRIVER_SYMBOLS = (
     "cuPointerGetAttribute",
     "cuTensorMapEncodeTiled",
 )
-HIDE_FLASHINFER = '''"""FAKE (tools/engine_agreement.py): an install without FlashInfer. The path finder
-and the metadata finder find nothing of it, as when it is not installed: find_spec gives None,
-`import flashinfer` raises ModuleNotFoundError, importlib.metadata knows no such distribution."""
+HIDE_FLASHINFER = '''"""FAKE (tools/engine_agreement.py): an install without FlashInfer.
+The path finder and the metadata finder find nothing of it, as when it is not installed:
+find_spec gives None, `import flashinfer` raises ModuleNotFoundError, importlib.metadata knows
+no such distribution."""
 import importlib.machinery, importlib.metadata, sys
 
 def _hidden(name):
@@ -267,7 +268,8 @@ def run(venvs: Path, releases: Iterable[str], cases: Iterable[bool] = (True, Fal
 
 def markdown(found: list[Row]) -> str:
     lines = [
-        "| vLLM | FlashInfer | CC | family | rules predict | vLLM's own code | agree | knob sets honoured |",
+        "| vLLM | FlashInfer | CC | family | rules predict | vLLM's own code | agree "
+        "| knob sets honoured |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in found:
