@@ -334,7 +334,7 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
         )
         for f in families
     ]
-    asking = _ask_engine(question, statics)  # in the background, while the live GEMMs run
+    asking = _ask_engine(question, statics, ckpt)  # in the background, during the live GEMMs
     results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
     answers = asking.answers() if asking is not None else None
     parts: list[FamilyPart] = []
@@ -379,19 +379,30 @@ def _diagnose(question: Question, say: Progress, prestarted: Prestarted | None) 
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
 
 
-def _ask_engine(question: Question, statics: list[Evaluation]) -> Asking | None:
-    """The installed engine asked for its own picks (fp4doctor/oracle), or None (--no-engine,
-    not installed, no GPU to ask for). Its capability query is stubbed for a facts file (another
-    host's GPUs) and on a host without an NVIDIA driver."""
+def _ask_engine(
+    question: Question, statics: list[Evaluation], ckpt: Checkpoint | None
+) -> Asking | None:
+    """The installed engine asked for its own picks (fp4doctor/oracle), per layer class of the
+    model when one is given, or None (--no-engine, not installed, no GPU to ask for). Its
+    capability query is stubbed for a facts file (another host's GPUs) and on a host without an
+    NVIDIA driver."""
     if not question.engine:
         return None
     from fp4doctor.oracle import query
 
+    weight_only = False
+    if ckpt is not None:
+        from fp4doctor.checkpoint.layers import SCHEME_W4A16
+
+        gemms = ckpt.gemms(question.tp, question.ep)
+        weight_only = any(g.layer.fp4 and g.layer.scheme == SCHEME_W4A16 for g in gemms)
     try:
         driver_gpus = bool(os.listdir(DRIVER_GPUS))
     except OSError:
         driver_gpus = False
-    return query.start(statics, stub=bool(question.facts_file) or not driver_gpus)
+    return query.start(
+        statics, stub=bool(question.facts_file) or not driver_gpus, weight_only=weight_only
+    )
 
 
 def _checkpoint(question: Question) -> Checkpoint | None:

@@ -31,18 +31,22 @@ def judged(name: str, version: str, family: str, **env: str) -> Evaluation:
     return evaluate(VLLM, host, override_version=version, family=family)
 
 
-def answered(ev: Evaluation, **picks: str | tuple[str, str]) -> EngineAnswers:
+def answered(
+    ev: Evaluation, weight_only: bool = False, **picks: str | tuple[str, str]
+) -> EngineAnswers:
     """FAKE engine answers (standing for a GPU we cannot have): `picks` maps a case label
     (`as_set`, or a backend) to the backend vLLM picks, or (exception type, message)."""
     got = {}
-    for case in query.cases_for(ev):
-        pick = picks.get("as_set" if case.label == AS_SET else case.label, case.label)
+    cases = query.cases_for(ev, weight_only)
+    for case in cases:
+        name = "w4a16" if case.a16 else "as_set" if case.label == AS_SET else case.label
+        pick = picks.get(name, str(ev.engine_auto) if case.a16 else case.label)
         if isinstance(pick, tuple):
             got[case.key] = Answer(case.key, raised=pick[0], message=pick[1])
         else:
             got[case.key] = Answer(case.key, engine_name=pick.upper(), backend=pick)
     return EngineAnswers(
-        "vLLM", ev.engine.version, "vllm_0_24", got, cases=tuple(query.cases_for(ev))
+        "vLLM", ev.engine.version, "vllm_0_24", got, cases=tuple(cases)
     )
 
 
@@ -119,6 +123,17 @@ def test_a_knob_set_the_engine_does_not_honour_falls_back() -> None:
     # Said, not blocking: the choice steers around it.
     assert knobs.status is Status.WARN and "not flashinfer-cutedsl-w4a16" in knobs.reason
     assert folded.chosen != "flashinfer-cutedsl-w4a16"
+
+
+def test_the_weight_only_layer_class_is_asked_as_such() -> None:
+    ev = judged("b200-vllm-0.33", "0.33.0", "linear")
+    a16 = [c for c in query.cases_for(ev, weight_only=True) if c.a16]
+    assert [(c.label, c.cc) for c in a16] == [(AS_SET, (10, 0))]
+    r = resolve(ev)
+    folded = fold(answered(ev, True, w4a16="flashinfer-cutedsl-w4a16"), ev, r)
+    finding = next(f for f in folded.findings if f.id == "engine.oracle.linear.w4a16")
+    assert "weight-only (W4A16)" in finding.reason and "flashinfer-cutedsl-w4a16" in finding.reason
+    assert finding.status is Status.WARN  # not what fp4doctor chooses for the W4A4 layers
 
 
 def test_an_engine_that_cannot_be_asked_leaves_the_rules_answer_marked_unverified() -> None:

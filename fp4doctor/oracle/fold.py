@@ -49,6 +49,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
             continue
         engine_picks.add(answer.backend if answer.raised is None else None)
         found.append(_as_set(fid, label, evaluation, case, answer, expected))
+    found += _weight_only(answers, evaluation, resolution, fid, label)
     chosen = resolution.chosen
     # fp4doctor left the choice to the engine: the engine's own pick is what runs.
     left_to_engine = resolution.knob is None and chosen is not None
@@ -84,6 +85,34 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     if wrong:
         return _fall_back(answers, evaluation, resolution, found, reason=chosen)
     return _with(resolution, found)
+
+
+def _weight_only(
+    answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution, fid: str, label: str
+) -> list[Finding]:
+    """The model's weight-only (W4A16) linear layer class: what the engine's own W4A16
+    selection picks, beside fp4doctor's choice for the family."""
+    out = []
+    for case in (c for c in answers.cases if c.family == evaluation.family and c.a16):
+        answer = answers.answer(case)
+        if answer is None:
+            continue
+        same = answer.raised is None and answer.backend == resolution.chosen
+        out.append(
+            Finding(
+                f"{fid}.w4a16",
+                Status.PASS if same else Status.WARN,
+                f"{label}'s own selection code, for the model's weight-only (W4A16) linear "
+                f"layers on compute capability {_cc(case)}, {answer.text()}"
+                + ("" if same else f"; fp4doctor chooses {resolution.chosen} for the family"),
+                backend=answer.backend,
+                source=SOURCE,
+                details=_details(case, answer, resolution.chosen),
+                kind=Kind.MODEL,
+                family=evaluation.family,
+            )
+        )
+    return out
 
 
 def predicted(evaluation: Evaluation) -> str | None:

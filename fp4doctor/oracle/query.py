@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.profile import cache
+from fp4doctor.profile.model import FAMILY_LINEAR
 from fp4doctor.resolve import ResolveError, resolve
 from fp4doctor.smoke.runner import _LineReader, _parse, _Worker, worker_env
 
@@ -60,10 +61,11 @@ def installed(package: str) -> bool:
     return True
 
 
-def cases_for(evaluation: Evaluation) -> list[Case]:
+def cases_for(evaluation: Evaluation, weight_only: bool = False) -> list[Case]:
     """What to ask for one family: for each compute capability of the GPUs judged, the knobs
     as set, and for each backend the rules would let `fp4doctor env --prefer` choose, the
-    knobs it would write (its variables set and unset, its arguments)."""
+    knobs it would write (its variables set and unset, its arguments). `weight_only`: also
+    the knobs as set for the model's weight-only (W4A16) linear layer class."""
     family, era = evaluation.family, evaluation.era
     env = evaluation.context.env
     read = sorted(era.read_variables() | set(era.conflicts))
@@ -89,20 +91,25 @@ def cases_for(evaluation: Evaluation) -> list[Case]:
     for cc in ccs:
         out.append(Case(AS_SET, family, cc, as_set, not_set))
         out += [Case(b, family, cc, s, u, a) for b, (s, u, a) in knob_sets.items()]
+        if weight_only and family == FAMILY_LINEAR:
+            out.append(Case(AS_SET, family, cc, as_set, not_set, a16=True))
     return out
 
 
-def start(evaluations: Sequence[Evaluation], *, stub: bool) -> Asking | None:
+def start(
+    evaluations: Sequence[Evaluation], *, stub: bool, weight_only: bool = False
+) -> Asking | None:
     """Ask the engine the evaluations judge, in the background, when it can be asked here: it
     is installed, fp4doctor has an adapter for it, and there are GPUs (this host's, or a facts
     file's) to ask for. `stub`: answer the engine's capability query with each case's compute
-    capability (a host without GPUs, or a facts file: another host's GPUs)."""
+    capability (a host without GPUs, or a facts file: another host's GPUs). `weight_only`:
+    the model has weight-only (W4A16) linear layers, asked as such too."""
     first = evaluations[0]
     prof = first.profile
     engine = ENGINES.get(prof.target)
     if engine is None or not first.facts.gpus or not installed(prof.engine.package):
         return None
-    cases = [c for e in evaluations for c in cases_for(e)]
+    cases = [c for e in evaluations for c in cases_for(e, weight_only)]
     return Asking(
         engine,
         prof.title,
