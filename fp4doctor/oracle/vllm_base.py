@@ -108,7 +108,7 @@ def set_capability(cc: tuple[int, int]) -> None:
             if isinstance(value, functools._lru_cache_wrapper):
                 value.cache_clear()
             elif isinstance(value, type) and value.__module__ == module.__name__:
-                for attr in vars(value).values():
+                for attr in list(vars(value).values()):
                     inner = getattr(attr, "__func__", attr)
                     if isinstance(inner, functools._lru_cache_wrapper):
                         inner.cache_clear()
