@@ -394,7 +394,7 @@ def _ask_engine(
     if ckpt is not None:
         from fp4doctor.checkpoint.layers import SCHEME_W4A16
 
-        gemms = ckpt.gemms(question.tp, question.ep)
+        gemms = ckpt.gemms(question.tp_size, question.ep_size)
         weight_only = any(g.layer.fp4 and g.layer.scheme == SCHEME_W4A16 for g in gemms)
     try:
         driver_gpus = bool(os.listdir(DRIVER_GPUS))

@@ -45,9 +45,7 @@ def answered(
             got[case.key] = Answer(case.key, raised=pick[0], message=pick[1])
         else:
             got[case.key] = Answer(case.key, engine_name=pick.upper(), backend=pick)
-    return EngineAnswers(
-        "vLLM", ev.engine.version, "vllm_0_24", got, cases=tuple(cases)
-    )
+    return EngineAnswers("vLLM", ev.engine.version, "vllm_0_24", got, cases=tuple(cases))
 
 
 def ids(resolution_findings: tuple[object, ...]) -> dict[str, Status]:
