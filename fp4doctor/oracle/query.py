@@ -28,10 +28,10 @@ from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.profile import cache
 from fp4doctor.profile.model import FAMILY_LINEAR
 from fp4doctor.resolve import ResolveError, resolve
-from fp4doctor.smoke.runner import _LineReader, _parse, _Worker, worker_env
 
 if TYPE_CHECKING:
     from fp4doctor.rules import Evaluation
+    from fp4doctor.smoke.runner import _Worker
 
 ENGINE_PYTHON_ENV = "FP4DOCTOR_ENGINE_PYTHON"
 """The interpreter of the engine's environment, when it is not the one fp4doctor runs under
@@ -175,6 +175,9 @@ class Asking:
         return result
 
     def _from_worker(self) -> EngineAnswers:
+        # Here, not at the top: a `check` with no engine to ask never loads the smoke package.
+        from fp4doctor.smoke.runner import _Worker, worker_env
+
         python = engine_python(self.env)
         cmd = [python, "-P", "-m", "fp4doctor.oracle.worker", "--engine", self.engine,
                "--parent-pid", str(os.getpid()), *(["--stub"] if self.stub else [])]  # fmt: skip
@@ -192,6 +195,8 @@ class Asking:
         return self._follow(worker)
 
     def _follow(self, worker: _Worker) -> EngineAnswers:
+        from fp4doctor.smoke.runner import _LineReader, _parse
+
         assert worker.proc.stdout is not None
         reader = _LineReader(worker.proc.stdout)
         deadline = time.monotonic() + self.timeout_s
