@@ -16,7 +16,7 @@ import pytest
 from fp4doctor import facts, profile
 from fp4doctor.findings import Status
 from fp4doctor.oracle import query, startup_log
-from fp4doctor.oracle.answers import AS_SET, Answer, EngineAnswers
+from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.oracle.fold import fold
 from fp4doctor.resolve import resolve
 from fp4doctor.rules import Evaluation, evaluate
@@ -316,3 +316,28 @@ def test_verify_log_of_an_unreadable_file_is_a_usage_error(tmp_path: Path) -> No
     )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
+
+
+class _Canned(query.Asking):
+    """FAKE worker (standing for an engine install): counts how often it is started."""
+
+    started = 0
+
+    def _from_worker(self) -> EngineAnswers:
+        type(self).started += 1
+        return EngineAnswers("vLLM", self.judged, "vllm_0_24", cases=self.cases)
+
+
+def test_the_answers_are_kept_for_a_long_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ninety cases with their knobs: the kept entry's name must stay a plain short name.
+    cases = [Case("as set", "linear", (10, 0), args=(f"--linear-backend={i}" * 4,))
+             for i in range(90)]  # fmt: skip
+    monkeypatch.setenv("FP4DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(query.ENGINE_PYTHON_ENV, raising=False)
+    for _ in range(2):
+        asked = _Canned("vllm", "vLLM", "0.33.0", cases, stub=True, package="pyyaml",
+                        packages=["packaging"], env=dict(os.environ))  # fmt: skip
+        assert asked.answers().unasked is None
+    assert _Canned.started == 1

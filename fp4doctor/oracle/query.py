@@ -260,7 +260,13 @@ def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
         "cases": [c.key for c in asking.cases],
         "env": {k: v for k, v in sorted(asking.env.items()) if k.startswith(_ENV_PREFIXES)},
     }
-    kind = "oracle-" + json.dumps(question, sort_keys=True)
+    # The entry's name is made from its kind: a digest keeps it a short plain name (the question
+    # itself is thousands of characters, with slashes). hashlib's import is nothing beside a
+    # worker's seconds, and only a run that asks an engine pays it.
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
+    kind = f"oracle-{digest[:40]}"
     return kind, engine, records + sorted(str(p) for p in here.glob("*.py"))
 
 
