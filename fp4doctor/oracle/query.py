@@ -7,8 +7,8 @@ worker (`oracle.worker`, under the engine's interpreter) in a background thread,
 engine's imports (seconds) run while the live GEMMs do. `Asking.answers()` waits for it.
 
 The answers are deterministic in what the worker reads: the engine's installed files, the
-cases and the environment. They are kept in fp4doctor's cache directory (profile.cache) with
-every installed distribution's RECORD that the rules read (the engine's, torch's,
+cases and the environment. They are kept in fp4doctor's cache directory (fp4doctor/cache.py)
+with every installed distribution's RECORD that the rules read (the engine's, torch's,
 FlashInfer's, ...) as the files they depend on: a reinstall of any of them asks again.
 """
 
@@ -24,8 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fp4doctor import cache
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
-from fp4doctor.profile import cache
 from fp4doctor.profile.model import FAMILY_LINEAR
 from fp4doctor.resolve import ResolveError, resolve
 
@@ -243,7 +243,7 @@ class Asking:
 
 
 def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
-    """(kind, source, files read) for profile.cache: the question as text, the engine's RECORD,
+    """(kind, source, files read) for fp4doctor.cache: the question as text, the engine's RECORD,
     and the RECORDs of the other distributions the rules read and the adapter code, on which
     the answers depend. None when the engine runs under another interpreter (its files are not
     known here) or its RECORD cannot be found."""
