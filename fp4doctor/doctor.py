@@ -33,6 +33,7 @@ from fp4doctor.versions import is_version
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
+    from fp4doctor.oracle.query import Asking
     from fp4doctor.smoke.result import SmokeResult
     from fp4doctor.smoke.runner import Prestarted
 
@@ -83,6 +84,7 @@ class Question:
     autotune: bool | None = None
     cuda_graphs: bool | None = None
     strict: bool = False  # an unverified verdict (a release newer than the data) is not ready
+    engine: bool = True  # ask the installed engine's own selection code (fp4doctor/oracle)
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
@@ -351,7 +353,9 @@ def _diagnose(
         )
         for f in families
     ]
+    asking = _ask_engine(question, statics, ckpt)  # in the background, during the live GEMMs
     results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
+    answers = asking.answers() if asking is not None else None
     parts: list[FamilyPart] = []
     model: ModelVerdict | None = None
     for family, static in zip(families, statics, strict=True):
@@ -379,6 +383,10 @@ def _diagnose(
                 if picked:
                     model = model.with_findings(picked).with_ignores(question.ignore_ids())
             resolution = resolve(evaluation, prefer=prefer, require=require)
+            if answers is not None:  # the engine's own answer beside the rules'; it decides
+                from fp4doctor.oracle.fold import fold
+
+                resolution = fold(answers, evaluation, resolution)
         except ValueError as exc:
             raise QuestionError(str(exc)) from None
         # Asked: named by --family, used by --model's layers, named by --prefer/--require, or
@@ -388,6 +396,32 @@ def _diagnose(
         parts.append(FamilyPart(family, evaluation, resolution, asked))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
+
+
+def _ask_engine(
+    question: Question, statics: list[Evaluation], ckpt: Checkpoint | None
+) -> Asking | None:
+    """The installed engine asked for its own picks (fp4doctor/oracle), per layer class of the
+    model when one is given, or None (--no-engine, not installed, no GPU to ask for). Its
+    capability query is stubbed for a facts file (another host's GPUs) and on a host without an
+    NVIDIA driver."""
+    if not question.engine:
+        return None
+    from fp4doctor.oracle import query
+
+    weight_only = False
+    if ckpt is not None:
+        from fp4doctor.checkpoint.layers import SCHEME_W4A16
+
+        gemms = ckpt.gemms(question.tp_size, question.ep_size)
+        weight_only = any(g.layer.fp4 and g.layer.scheme == SCHEME_W4A16 for g in gemms)
+    try:
+        driver_gpus = bool(os.listdir(DRIVER_GPUS))
+    except OSError:
+        driver_gpus = False
+    return query.start(
+        statics, stub=bool(question.facts_file) or not driver_gpus, weight_only=weight_only
+    )
 
 
 def _checkpoint(question: Question) -> Checkpoint | None:

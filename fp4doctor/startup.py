@@ -38,7 +38,9 @@ from collections.abc import Sequence
 from typing import Any
 
 #: The commands that probe this host (unless they read a facts file instead).
-PROBING = frozenset({"check", "env", "config", "explain", "probe", "advisories", "node", "diff"})
+PROBING = frozenset(
+    {"check", "env", "config", "explain", "probe", "advisories", "node", "diff", "verify-log"}
+)
 #: The commands that keep the garbage collector on: `fleet --ray` waits on a cluster for up to
 #: its --timeout with Ray's client running in this process.
 KEEP_COLLECTOR = frozenset({"fleet"})

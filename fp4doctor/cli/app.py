@@ -36,6 +36,7 @@ COMMANDS = {
     "node": ("fp4doctor.fleet.commands", "node"),
     "probe": ("fp4doctor.cli.probe", "probe"),
     "profiles": ("fp4doctor.cli.profiles", "profiles"),
+    "verify-log": ("fp4doctor.cli.verify_log", "verify_log"),
 }
 
 

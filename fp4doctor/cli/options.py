@@ -102,6 +102,12 @@ QUESTION_OPTIONS = (
         help="Whether the engine captures CUDA graphs; settles known bugs of graph capture.",
     ),
     click.option(
+        "--engine/--no-engine",
+        default=True,
+        help="Ask the installed engine's own selection code which kernel it picks, beside the "
+        "rules' prediction (default: when the engine judged is installed); --no-engine skips it.",
+    ),
+    click.option(
         "--hub",
         is_flag=True,
         help="With --model ORG/NAME not in the cache: read its configs and headers from the Hub "
@@ -116,7 +122,7 @@ QUESTION_OPTIONS = (
 )
 _QUESTION_FIELDS = ("target", "profiles", "facts_file", "engine_version", "ignore", "prefer",
                     "require", "family", "model", "tp", "ep", "hub", "concurrency",
-                    "strict")  # fmt: skip
+                    "strict", "engine")  # fmt: skip
 _SWITCHES = ("autotune", "cuda_graphs")  # on|off -> True/False, None when not given
 
 

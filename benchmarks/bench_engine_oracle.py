@@ -1,0 +1,108 @@
+"""`fp4doctor check` asking the installed vLLM, beside `python -c "import vllm"`, on this host.
+
+    python benchmarks/bench_engine_oracle.py [--venv DIR] [--runs N]
+
+All under the venv's interpreter (a real `pip install vllm==V`), round-robin in one run
+(timing.measure_interleaved), medians:
+- `import vllm`: the baseline (issue 26: check with vLLM installed costs at most 1.3x it);
+- `check`, answers kept: the usual run; the engine's answers come from fp4doctor's cache,
+  which any reinstall of vLLM, torch or FlashInfer invalidates (oracle/query.py);
+- `check`, cache off: the oracle worker imports vLLM's selection code and asks it every run
+  (the first run after an install);
+- `check --no-engine`: the rules alone.
+On a host without a GPU `check` asks nothing (the engine stops before choosing), so the check
+judges a B200 facts file at the installed version (`--facts`, `--engine-version`): the engine is
+asked for compute capability 10.0 through the capability stub, and its compiled extension loads
+against the stub libcuda.so.1 of tools/engine_agreement.py (a FAKE driver: a CPU host has none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from timing import Spec, measure_interleaved, ratio, table, verdict_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tools.engine_agreement import stub_driver  # noqa: E402
+
+TARGET_RATIO = 1.3
+FACTS = ROOT / "tests" / "fixtures" / "hosts" / "b200-vllm-0.33.json"
+BASELINE = 'python -c "import vllm"'
+CACHED = "fp4doctor check (answers kept)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    default = Path(os.environ.get("FP4DOCTOR_VLLM_VENVS", "/work/venvs")) / "vllm-0.34.0"
+    parser.add_argument("--venv", type=Path, default=default)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmups", type=int, default=1)
+    args = parser.parse_args()
+    python = args.venv / "bin" / "python"
+    if not python.exists():
+        print(f"{python}: no vLLM venv there (--venv)", file=sys.stderr)
+        return 2
+    version = subprocess.run(
+        [str(python), "-c", "from importlib.metadata import version; print(version('vllm'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        driver = stub_driver(Path(tmp))
+        cache = Path(tmp) / "cache"
+        base = {"PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver)}  # over this environment
+        check = [
+            str(python),
+            "-m",
+            "fp4doctor",
+            "check",
+            "--facts",
+            str(FACTS),
+            "--engine-version",
+            version,
+        ]
+        specs = [
+            Spec(BASELINE, [str(python), "-c", "import vllm"], env=base),
+            Spec(CACHED, check, ok_codes=(0, 1), env={**base, "FP4DOCTOR_CACHE_DIR": str(cache)}),
+            Spec(
+                "fp4doctor check (cache off)",
+                check,
+                ok_codes=(0, 1),
+                env={**base, "FP4DOCTOR_CACHE_DIR": ""},
+            ),
+            Spec(
+                "fp4doctor check --no-engine",
+                [*check, "--no-engine"],
+                ok_codes=(0, 1),
+                env={**base, "FP4DOCTOR_CACHE_DIR": str(cache)},
+            ),
+        ]
+        results = measure_interleaved(specs, args.runs, warmups=args.warmups)
+    by_tool = {r.tool: r for r in results}
+    ratios = {r.tool: q for r in results if (q := ratio(r, by_tool[BASELINE])) is not None}
+    title = f"vLLM {version} ({python}), {args.runs} runs each, round-robin; ratio to {BASELINE}"
+    for line in table(results, title=title, ratio_label="ratio", ratios=ratios):
+        print(line)
+    cached = ratios.get(CACHED)
+    print()
+    for line in verdict_lines(
+        {
+            f"{CACHED} <= {TARGET_RATIO}x import vllm": None
+            if cached is None
+            else cached <= TARGET_RATIO
+        }
+    ):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

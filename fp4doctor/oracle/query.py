@@ -1,0 +1,285 @@
+"""The parent side of the oracle: which cases to ask, one worker to ask them, and the answers
+kept between runs.
+
+No torch, no engine here. `start` builds the cases from the static evaluations (each GPU's
+compute capability x the knobs as set and as `fp4doctor env` would set them), and starts one
+worker (`oracle.worker`, under the engine's interpreter) in a background thread, so that the
+engine's imports (seconds) run while the live GEMMs do. `Asking.answers()` waits for it.
+
+The answers are deterministic in what the worker reads: the engine's installed files, the
+cases and the environment. They are kept in fp4doctor's cache directory (fp4doctor/cache.py)
+with every installed distribution's RECORD that the rules read (the engine's, torch's,
+FlashInfer's, ...) as the files they depend on: a reinstall of any of them asks again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fp4doctor import cache
+from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
+from fp4doctor.profile.model import FAMILY_LINEAR
+from fp4doctor.resolve import ResolveError, resolve
+
+if TYPE_CHECKING:
+    from fp4doctor.rules import Evaluation
+    from fp4doctor.smoke.runner import _Worker
+
+ENGINE_PYTHON_ENV = "FP4DOCTOR_ENGINE_PYTHON"
+"""The interpreter of the engine's environment, when it is not the one fp4doctor runs under
+(fp4doctor installed with pipx, vLLM in its own venv)."""
+TIMEOUT_S = 600.0
+"""The worker's whole budget: `import torch` and the engine's selection modules measured
+20-150 s on the 2-core CPU host (vLLM 0.34.0's kernel registry pulls in torch._dynamo and
+transformers), well under a second per case after that."""
+ENGINES = {"vllm": "vllm"}  # target -> the worker's --engine (the engines it can ask)
+_SOURCE = "vllm-project/vllm released wheels 0.18.0, 0.24.0, 0.33.0, 0.34.0 (fp4doctor/oracle)"
+
+
+def engine_python(env: Mapping[str, str] | None = None) -> str:
+    """The interpreter that runs the worker: $FP4DOCTOR_ENGINE_PYTHON, else fp4doctor's own."""
+    return (os.environ if env is None else env).get(ENGINE_PYTHON_ENV) or sys.executable
+
+
+def installed(package: str) -> bool:
+    """Whether the engine can be asked here: found in this interpreter (not imported), or an
+    engine interpreter is named."""
+    if os.environ.get(ENGINE_PYTHON_ENV):
+        return True
+    try:
+        metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def cases_for(evaluation: Evaluation, weight_only: bool = False) -> list[Case]:
+    """What to ask for one family: for each compute capability of the GPUs judged, the knobs
+    as set, and for each backend the rules would let `fp4doctor env --prefer` choose, the
+    knobs it would write (its variables set and unset, its arguments). `weight_only`: also
+    the knobs as set for the model's weight-only (W4A16) linear layer class."""
+    family, era = evaluation.family, evaluation.era
+    env = evaluation.context.env
+    read = sorted(era.read_variables() | set(era.conflicts))
+    as_set = tuple((k, env[k]) for k in read if k in env)
+    not_set = tuple(k for k in read if k not in env)
+    knob_sets: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]] = {}
+    for name in evaluation.profile.backends:
+        try:
+            r = resolve(evaluation, prefer=name)
+        except (ResolveError, ValueError):
+            continue
+        if r.chosen is None or r.knob is None or r.chosen in knob_sets:
+            continue
+        keep = dict(as_set)
+        for variable in r.unset_env:
+            keep.pop(variable, None)
+        keep.update(dict(r.set_env))
+        unset = tuple(sorted({*r.unset_env, *not_set} - set(keep)))
+        args = tuple(f"{k}={v}" for k, v in r.cli_args)
+        knob_sets[r.chosen] = (tuple(sorted(keep.items())), unset, args)
+    ccs = sorted({(g.cc_major, g.cc_minor) for g in evaluation.facts.gpus})
+    out: list[Case] = []
+    for cc in ccs:
+        out.append(Case(AS_SET, family, cc, as_set, not_set))
+        out += [Case(b, family, cc, s, u, a) for b, (s, u, a) in knob_sets.items()]
+        if weight_only and family == FAMILY_LINEAR:
+            out.append(Case(AS_SET, family, cc, as_set, not_set, a16=True))
+    return out
+
+
+def start(
+    evaluations: Sequence[Evaluation], *, stub: bool, weight_only: bool = False
+) -> Asking | None:
+    """Ask the engine the evaluations judge, in the background, when it can be asked here: it
+    is installed, fp4doctor has an adapter for it, and there are GPUs (this host's, or a facts
+    file's) to ask for. `stub`: answer the engine's capability query with each case's compute
+    capability (a host without GPUs, or a facts file: another host's GPUs). `weight_only`:
+    the model has weight-only (W4A16) linear layers, asked as such too."""
+    first = evaluations[0]
+    prof = first.profile
+    engine = ENGINES.get(prof.target)
+    if engine is None or not first.facts.gpus or not installed(prof.engine.package):
+        return None
+    cases = [c for e in evaluations for c in cases_for(e, weight_only)]
+    return Asking(
+        engine,
+        prof.title,
+        first.engine.version,
+        cases,
+        stub=stub,
+        package=prof.engine.package,
+        packages=sorted(prof.packages()),
+        env=None,
+    )
+
+
+class Asking:
+    """One worker asking the engine in a background thread; `answers()` waits for it."""
+
+    def __init__(
+        self,
+        engine: str,
+        title: str,
+        judged: str,
+        cases: Sequence[Case],
+        *,
+        package: str,
+        packages: Sequence[str] = (),
+        stub: bool,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = TIMEOUT_S,
+    ) -> None:
+        self.engine, self.title, self.judged = engine, title, judged
+        self.package = package
+        self.packages = tuple(packages)
+        self.cases = tuple(cases)
+        self.stub = stub
+        self.env = dict(os.environ if env is None else env)
+        self.timeout_s = timeout_s
+        self._result: EngineAnswers | None = None
+        self._thread = threading.Thread(target=self._run, name="oracle", daemon=True)
+        self._thread.start()
+
+    def answers(self) -> EngineAnswers:
+        self._thread.join()
+        assert self._result is not None
+        return self._result
+
+    def _unasked(self, reason: str, version: str | None = None) -> EngineAnswers:
+        return EngineAnswers(self.title, version or self.judged, unasked=reason, cases=self.cases)
+
+    def _run(self) -> None:
+        try:
+            self._result = self._ask()
+        except Exception as exc:  # a bug or an OS failure here must not lose the report
+            self._result = self._unasked(f"{type(exc).__name__}: {exc}")
+
+    def _ask(self) -> EngineAnswers:
+        entry = _cache_key(self)
+        if entry is not None:
+            kept = cache.cached(entry[0], entry[1], lambda: (None, []))
+            if isinstance(kept, EngineAnswers):
+                return kept
+        result = self._from_worker()
+        if entry is not None and result.unasked is None:
+            cache.cached(entry[0], entry[1], lambda: (result, entry[2]))
+        return result
+
+    def _from_worker(self) -> EngineAnswers:
+        # Here, not at the top: a `check` with no engine to ask never loads the smoke package.
+        from fp4doctor.smoke.runner import _Worker, worker_env
+
+        python = engine_python(self.env)
+        cmd = [python, "-P", "-m", "fp4doctor.oracle.worker", "--engine", self.engine,
+               "--parent-pid", str(os.getpid()), *(["--stub"] if self.stub else [])]  # fmt: skip
+        # The smoke workers' environment (this checkout first on the path, FlashInfer's JIT and
+        # downloads off); on a host with GPUs the engine sees the first one, as it would.
+        visible = self.env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] if not self.stub else ""
+        worker = _Worker(cmd, worker_env(self.env, visible, False), job_on_stdin=True)
+        job = json.dumps({"cases": [c.to_dict() for c in self.cases]}) + "\n"
+        try:  # read by the worker once its imports are done
+            assert worker.proc.stdin is not None
+            worker.proc.stdin.write(job.encode())
+            worker.proc.stdin.close()
+        except (OSError, ValueError):
+            pass  # it died while starting: _follow says how
+        return self._follow(worker)
+
+    def _follow(self, worker: _Worker) -> EngineAnswers:
+        from fp4doctor.smoke.runner import _LineReader, _parse
+
+        assert worker.proc.stdout is not None
+        reader = _LineReader(worker.proc.stdout)
+        deadline = time.monotonic() + self.timeout_s
+        version: str | None = None
+        adapter: str | None = None
+        got: dict[str, Answer] = {}
+        unasked: str | None = None
+        done = eof = False
+        try:
+            while not (done or eof) and time.monotonic() < deadline:
+                lines, eof = reader.read(min(0.25, deadline - time.monotonic()))
+                for line in lines:
+                    msg = _parse(line)
+                    if msg is None:
+                        continue
+                    event = msg["event"]
+                    if event == "hello":
+                        version, adapter = str(msg.get("version")), str(msg.get("adapter"))
+                        if version != self.judged:
+                            unasked = f"judging {self.judged}, but {version} is installed"
+                            done = True
+                            break
+                    elif event == "unasked":
+                        unasked = str(msg.get("reason"))
+                    elif event == "answer":
+                        answer = Answer.from_dict({k: v for k, v in msg.items() if k != "event"})
+                        got[answer.key] = answer
+                    elif event == "done":
+                        done = True
+                        break
+        finally:
+            reader.close()
+            rc = worker.reap(0.0)  # done, or given up on: its group goes
+            tail = worker.stderr_tail(400)
+            worker.close()
+        if unasked is not None:
+            return self._unasked(unasked, version)
+        if not done:
+            why = (f"no answer within {self.timeout_s:g} s" if not eof
+                   else f"its worker ended (exit {rc}) before answering")  # fmt: skip
+            last = (tail or "").strip().splitlines()[-1:] or [""]
+            return self._unasked(f"{why}{': ' + last[0] if last[0] else ''}", version)
+        return EngineAnswers(self.title, version, adapter, got, cases=self.cases)
+
+
+def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
+    """(kind, source, files read) for fp4doctor.cache: the question as text, the engine's RECORD,
+    and the RECORDs of the other distributions the rules read and the adapter code, on which
+    the answers depend. None when the engine runs under another interpreter (its files are not
+    known here) or its RECORD cannot be found."""
+    if engine_python(asking.env) != sys.executable:
+        return None
+    records = [r for name in sorted(asking.packages) if (r := _record(name)) is not None]
+    engine = _record(asking.package)
+    if engine is None:
+        return None
+    here = Path(__file__).parent
+    question = {
+        "python": sys.executable,
+        "stub": asking.stub,
+        "cases": [c.key for c in asking.cases],
+        "env": {k: v for k, v in sorted(asking.env.items()) if k.startswith(_ENV_PREFIXES)},
+    }
+    # The entry's name is made from its kind: a digest keeps it a short plain name (the question
+    # itself is thousands of characters, with slashes). hashlib's import is nothing beside a
+    # worker's seconds, and only a run that asks an engine pays it.
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
+    kind = f"oracle-{digest[:40]}"
+    return kind, engine, records + sorted(str(p) for p in here.glob("*.py"))
+
+
+def _record(package: str) -> str | None:
+    """The installed distribution's RECORD file (rewritten by every install of it), or None."""
+    try:
+        dist = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return None
+    path = getattr(dist, "_path", None)  # the .dist-info directory (a PathDistribution)
+    record = Path(str(path)) / "RECORD" if path is not None else None
+    return str(record) if record is not None and record.is_file() else None
+
+
+# Variables that can change what the engine's selection code answers, besides the cases' own.
+_ENV_PREFIXES = ("VLLM_", "FLASHINFER_", "CUDA_", "LD_LIBRARY_PATH", "PYTHONPATH", "SGLANG_")
