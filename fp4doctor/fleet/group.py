@@ -91,6 +91,8 @@ class FleetReport:
     failed: tuple[NodeView, ...]  # no check ran: the task failed, the facts were unreadable
     families: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # Per family, the nodes whose first start-up compiles or tunes (fp4doctor/coldstart).
+    cold_start: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def outcome(self) -> str:
@@ -171,7 +173,22 @@ def build(views: Iterable[NodeView], notes: Sequence[str] = ()) -> FleetReport:
         for name, fam in n.families.items():
             families.setdefault(name, Counter())[fam.outcome] += 1
     counts = {name: {o: c.get(o, 0) for o in OUTCOMES} for name, c in sorted(families.items())}
-    return FleetReport(nodes, groups, outliers, failed, counts, tuple(notes))
+    return FleetReport(nodes, groups, outliers, failed, counts, tuple(notes), _cold_counts(judged))
+
+
+COLD_COUNTS = ("will JIT", "cannot JIT", "will autotune")
+
+
+def _cold_counts(nodes: list[NodeView]) -> dict[str, dict[str, int]]:
+    """Per family: how many nodes will JIT-build, cannot build, will autotune at first start."""
+    out: dict[str, Counter[str]] = {}
+    for n in nodes:
+        for name, fam in n.families.items():
+            c = out.setdefault(name, Counter())
+            c["will JIT"] += fam.jit == "will-build"
+            c["cannot JIT"] += fam.jit == "cannot-build"
+            c["will autotune"] += fam.autotune == "will-tune"
+    return {name: {k: c[k] for k in COLD_COUNTS} for name, c in sorted(out.items())}
 
 
 def _readable(n: NodeView) -> NodeView:

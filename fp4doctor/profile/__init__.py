@@ -34,7 +34,7 @@ def builtin_dir() -> Path:
 
 
 # Data files beside the profiles that are not targets.
-NOT_TARGETS = frozenset({"advisories", "shapes"})
+NOT_TARGETS = frozenset({"advisories", "coldstart", "shapes"})
 
 
 def builtin_names() -> list[str]:
