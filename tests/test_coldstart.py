@@ -465,3 +465,64 @@ def test_a_malformed_rules_file_names_file_line_and_key(
     path.write_text(text)
     with pytest.raises(profile.ProfileError, match=where.replace("[", r"\[").replace("]", r"\]")):
         rules.parse(text, str(path))
+
+
+# --- prewarm -------------------------------------------------------------------------------------
+
+
+def prewarm(host_name: str, *args: str) -> tuple[int, str, str]:
+    command = ["prewarm", "--facts", str(HOSTS / f"{host_name}.json"), *args]
+    out = CliRunner().invoke(main, command)
+    return out.exit_code, out.stdout, out.stderr
+
+
+def test_prewarm_plans_the_modules_the_first_start_would_build() -> None:
+    code, out, _ = prewarm("rtx5090-cold", "--dry-run")
+    assert code == 0
+    assert out.splitlines() == [
+        "would build fp4_gemm_cutlass_sm120"
+        " (flashinfer.jit.gemm:gen_gemm_sm120_module_cutlass_fp4)",
+        "would build fused_moe_120 (flashinfer.jit.fused_moe:gen_cutlass_fused_moe_sm120_module)",
+    ]
+    code, out, err = prewarm("rtx5090-jit-cache", "--dry-run")
+    assert (code, out) == (0, "") and "nothing to build (JIT ready" in err
+
+
+def test_prewarm_refuses_what_cannot_be_built_and_a_native_backend_on_sm90() -> None:
+    code, out, err = prewarm("rtx5090-no-jit", "--dry-run")
+    assert (code, out) == (1, "") and "FLASHINFER_DISABLE_JIT" in err
+    code, out, err = prewarm("h200", "--dry-run", "--prefer", "flashinfer-cutlass")
+    assert (code, out) == (1, "")
+    assert "compute capability 9.0" in err and "nothing to prewarm" in err
+    code, _, err = prewarm("h200", "--dry-run", "--require", "native")
+    assert code == 1 and "no native FP4 backend is usable here" in err
+
+
+def test_prewarm_builds_on_this_host_only() -> None:
+    code, _, err = prewarm("rtx5090-cold")
+    assert code == 2 and "--facts only with --dry-run" in err
+
+
+def test_a_build_step_calls_the_generator_and_reports_its_failure(tmp_path: Path) -> None:
+    """A stand-in `flashinfer.jit.gemm` (no GPU and no nvcc here): the step imports the module
+    the rules name and calls build_and_load() on what the generator returns."""
+    from fp4doctor.coldstart.prewarm import Step, build
+
+    package = tmp_path / "flashinfer" / "jit"
+    package.mkdir(parents=True)
+    (tmp_path / "flashinfer" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    marker = tmp_path / "built"
+    (package / "gemm.py").write_text(
+        "import pathlib\n"
+        "class Spec:\n"
+        f"    def build_and_load(self): pathlib.Path({str(marker)!r}).write_text('ok')\n"
+        "def gen_ok(): return Spec()\n"
+        "def gen_broken(): raise RuntimeError('nvcc failed')\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
+    ok = Step("linear", "flashinfer-cutlass", "m", "flashinfer.jit.gemm:gen_ok")
+    assert build(ok, env) is None and marker.read_text() == "ok"
+    broken = dataclasses.replace(ok, builder="flashinfer.jit.gemm:gen_broken")
+    assert "exited with 1" in (build(broken, env) or "")
+    assert build(dataclasses.replace(ok, builder=None), env) == "no generator is known for m"

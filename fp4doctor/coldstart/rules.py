@@ -10,6 +10,7 @@ with its file, line and key, and unknown keys are errors. A parse is kept in the
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ FAMILIES = ("linear", "moe")
 BUILDS = ("nvcc", "cute-dsl", "none")
 CACHES = ("none", "single-rank", "all-ranks", "per-rank")
 ESTIMATES = ("jit", "autotune")
+BUILDER_RE = re.compile(r"^flashinfer(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Kernels:
     flashinfer: SpecifierSet
     build: str
     source: str
-    modules: tuple[tuple[tuple[int, ...], str], ...] = ()
+    modules: tuple[tuple[tuple[int, ...], str, str | None], ...] = ()  # (ccs, module, builder)
 
     def applies(self, family: str, backend: str, flashinfer: str | None) -> bool:
         if self.family != family or backend not in self.backends:
@@ -48,7 +50,11 @@ class Kernels:
         return contains(self.flashinfer, flashinfer) is True
 
     def module_for(self, cc: int) -> str | None:
-        return next((m for ccs, m in self.modules if cc in ccs), None)
+        return next((m for ccs, m, _ in self.modules if cc in ccs), None)
+
+    def builder_for(self, module: str) -> str | None:
+        """The generator that builds `module` (`flashinfer.jit.gemm:gen_...`), when named."""
+        return next((b for _, m, b in self.modules if m == module), None)
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ class Rules:
 
     def module_names(self) -> tuple[str, ...]:
         """Every JIT module a rule names (the probe scans these in prebuilt packages)."""
-        return tuple(dict.fromkeys(m for k in self.kernels for _, m in k.modules))
+        return tuple(dict.fromkeys(m for k in self.kernels for _, m, _ in k.modules))
 
 
 def default_path() -> Path:
@@ -203,12 +209,14 @@ def _ccs(node: Node) -> tuple[int, ...]:
 def _kernels(node: Node) -> Kernels:
     f = node.mapping(("id", "family", "backends", "flashinfer", "build", "modules", "source"))
     build = required(f, "build", node).choice(BUILDS)
-    modules: list[tuple[tuple[int, ...], str]] = []
+    modules: list[tuple[tuple[int, ...], str, str | None]] = []
     for m in _seq(f, "modules"):
-        mf = m.mapping(("compute_capability", "module"))
-        modules.append(
-            (_ccs(required(mf, "compute_capability", m)), required(mf, "module", m).text())
-        )
+        mf = m.mapping(("compute_capability", "module", "builder"))
+        builder = optional(mf, "builder", Node.text)
+        if builder is not None and not BUILDER_RE.match(builder):
+            raise mf["builder"].error("should be MODULE:FUNCTION (flashinfer.jit.gemm:gen_...)")
+        ccs = _ccs(required(mf, "compute_capability", m))
+        modules.append((ccs, required(mf, "module", m).text(), builder))
     if build == "nvcc" and not modules:
         raise node.error(
             "builds with nvcc but names no modules (modules: [{compute_capability, module}])"
