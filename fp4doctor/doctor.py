@@ -385,7 +385,7 @@ def _cold_start(question: Question, evaluation: Evaluation, resolution: Resoluti
             engine_version=evaluation.engine.version,
             family=evaluation.family,
             backend=resolution.chosen,
-            ranks=question.tp,
+            ranks=question.tp_size,
         )
     except profile.ProfileError as exc:
         raise QuestionError(str(exc)) from None
