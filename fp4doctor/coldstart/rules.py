@@ -4,7 +4,7 @@ autotunes at start-up, with its knobs and cache; and the reported costs.
 
 Parsed with the profile machinery (`fp4doctor.profile.yamlnode`): a malformed entry is refused
 with its file, line and key, and unknown keys are errors. A parse is kept in the profile cache
-(profile/cache.py), so a run that hits it imports no YAML library.
+(fp4doctor/cache.py), so a run that hits it imports no YAML library.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from fp4doctor.profile import builtin_dir, cache
+from fp4doctor import cache
+from fp4doctor.profile import builtin_dir
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 from fp4doctor.textfile import UnreadableText, read_text
 from fp4doctor.versions import contains
