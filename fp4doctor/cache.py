@@ -102,6 +102,7 @@ CODE = (
     "versions.py",
     "profile/*.py",
     "profile/kinds/*.py",
+    "coldstart/rules.py",  # the cold-start rules (profiles/coldstart.yaml) are kept here too
 )
 
 

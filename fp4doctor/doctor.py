@@ -33,6 +33,7 @@ from fp4doctor.versions import is_version
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
+    from fp4doctor.coldstart.verdict import ColdStart
     from fp4doctor.oracle.query import Asking
     from fp4doctor.smoke.result import SmokeResult
     from fp4doctor.smoke.runner import Prestarted
@@ -122,6 +123,7 @@ class FamilyPart:
     # Whether the deployment is known to run this family: --family or --model names it, or the
     # engine runs every family a model has. A family not asked counts only when no family is.
     asked: bool = True
+    cold_start: ColdStart | None = None  # what its first start-up compiles and tunes
 
     @property
     def title(self) -> str:
@@ -393,7 +395,8 @@ def _diagnose(
         # run by an engine whatever the model has.
         named = prefer is not None or require is not None
         asked = bool(question.family or ckpt) or named or prof.engine.families == FAMILIES_EVERY
-        parts.append(FamilyPart(family, evaluation, resolution, asked))
+        cold = _cold_start(question, evaluation, resolution)
+        parts.append(FamilyPart(family, evaluation, resolution, asked, cold))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
 
@@ -422,6 +425,23 @@ def _ask_engine(
     return query.start(
         statics, stub=bool(question.facts_file) or not driver_gpus, weight_only=weight_only
     )
+
+
+def _cold_start(question: Question, evaluation: Evaluation, resolution: Resolution) -> ColdStart:
+    """What the chosen backend's first start-up compiles and tunes (fp4doctor/coldstart/)."""
+    from fp4doctor.coldstart.verdict import judge
+
+    try:
+        return judge(
+            evaluation.facts,
+            target=evaluation.profile.target,
+            engine_version=evaluation.engine.version,
+            family=evaluation.family,
+            backend=resolution.chosen,
+            ranks=question.tp_size,
+        )
+    except profile.ProfileError as exc:
+        raise QuestionError(str(exc)) from None
 
 
 def _checkpoint(question: Question) -> Checkpoint | None:

@@ -181,6 +181,45 @@ class CudartFacts:
 
 
 @dataclass(frozen=True)
+class PrebuiltKernels:
+    """One installed package of prebuilt FlashInfer JIT modules (flashinfer-jit-cache), read from
+    its RECORD: the modules it ships, and the GPU code of those the cold-start rules name."""
+
+    dist: str
+    version: str
+    modules: list[str] = field(default_factory=list)  # "fp4_gemm_cutlass_sm120"
+    archs: dict[str, CompiledArchs] = field(default_factory=dict)  # the FP4 modules, scanned
+
+
+@dataclass(frozen=True)
+class AutotuneFile:
+    """One autotune cache file an engine would read, and FlashInfer's `_metadata` in it."""
+
+    path: str  # relative to the autotune root
+    metadata: dict[str, str] = field(default_factory=dict)  # flashinfer_version, gpu, cuda_version
+    entries: int | None = None  # tuned configurations, `_metadata` not counted
+    error: str | None = None  # why it could not be read
+
+
+@dataclass(frozen=True)
+class ColdStartFacts:
+    """What decides whether the first start-up compiles or autotunes (fp4doctor/coldstart/):
+    FlashInfer's JIT workspace and the modules built there, the prebuilt modules installed,
+    and the engine's persistent autotune cache. Directories and metadata only."""
+
+    flashinfer_cache_dir: str | None = None  # $FLASHINFER_WORKSPACE_BASE (or ~)/.cache/flashinfer
+    # "<flashinfer version>/<arch key>" -> the modules built there (cached_ops/<m>/<m>.so)
+    built: dict[str, list[str]] = field(default_factory=dict)
+    prebuilt: list[PrebuiltKernels] = field(default_factory=list)
+    autotune_root: str | None = None  # vLLM's FlashInfer autotune cache directory
+    autotune_files: list[AutotuneFile] = field(default_factory=list)
+    # FlashInfer's managed autotune store (autotune_v2): <root>/v2/<environment hash>/
+    managed_root: str | None = None
+    managed_stores: list[AutotuneFile] = field(default_factory=list)  # their manifest.json
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """Everything the rules need to know about one host."""
 
@@ -204,6 +243,8 @@ class HostFacts:
     compiled_archs: dict[str, CompiledArchs] = field(default_factory=dict, metadata=OMIT_EMPTY)
     # The libcudart majors the process could load; None in snapshots from before the probe had it.
     cudart: CudartFacts | None = field(default=None, metadata=OMIT_EMPTY)
+    # The JIT and autotune caches on disk; None in snapshots from before it was probed.
+    cold_start: ColdStartFacts | None = field(default=None, metadata=OMIT_EMPTY)
 
 
 REDACTED = "<redacted>"

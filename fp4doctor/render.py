@@ -145,6 +145,8 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     titled = len(report.families) > 1 or report.families[0].family != "linear"
     for part in report.families:
         _family_section(out, part, titled, no_verdict)
+    if not no_verdict:
+        _cold_start_section(out, report)
     counts = summary_counts(report.findings())
     out.gap()
     # The verdict, then the counts on a line of their own: the last line is always the counts.
@@ -291,6 +293,40 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             out.finding(f, indent=6 + width)
 
 
+# How each cold-start state is marked: a first start that compiles or tunes is a warning.
+_COLD_MARKS = {"ready": Status.PASS, "will-build": Status.WARN, "cannot-build": Status.FAIL,
+               "off": Status.PASS, "skipped": Status.PASS, "cached": Status.PASS,
+               "will-tune": Status.WARN, "unknown": Status.SKIP}  # fmt: skip
+
+
+def _cold_start_section(out: _Lines, report: Report) -> None:
+    """Per family: will the first start-up compile (JIT) or autotune the chosen backend."""
+    parts = [p for p in report.families if p.cold_start is not None]
+    if not parts:
+        return
+    out.gap()
+    out.heading("Cold start (first start-up)")
+    for part in parts:
+        cold = part.cold_start
+        assert cold is not None
+        jit, tune = cold.jit, cold.autotune
+        out.text(f"{part.title}, {cold.backend or 'no backend'}:")
+        modules = f" [{', '.join(jit.modules)}]" if jit.modules else ""
+        out.marked(_COLD_MARKS[jit.state], f"JIT {jit.state}{modules}: {jit.reason}", 4, 2)
+        if jit.estimate:
+            out.text(f"reported: {jit.estimate.text()}", 8)
+        out.marked(_COLD_MARKS[tune.state], f"autotune {tune.state}: {tune.reason}", 4, 2)
+        if tune.cache:
+            out.text(f"cache: {tune.cache}", 8)
+        if tune.estimate:
+            out.text(f"reported: {tune.estimate.text()}", 8)
+        if tune.knobs and tune.state in ("will-tune", "cached"):
+            out.text(f"knobs: {', '.join(tune.knobs)} (fp4doctor env --cold-start)", 8)
+        for source in (jit.source, tune.source) if out.verbose else ():
+            if source:
+                out.text(f"source: {source}", 8)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -346,6 +382,7 @@ def document(report: Report) -> dict[str, Any]:
                     "resolution": part.resolution.to_dict(),
                     "verified": part.evaluation.verified,
                     "unverified": [u.to_dict() for u in part.evaluation.unverified],
+                    "cold_start": part.cold_start.to_dict() if part.cold_start else None,
                 }
                 for part in report.families
             },

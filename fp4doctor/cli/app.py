@@ -34,6 +34,7 @@ COMMANDS = {
     "explain": ("fp4doctor.cli.explain", "explain"),
     "fleet": ("fp4doctor.fleet.commands", "fleet"),
     "node": ("fp4doctor.fleet.commands", "node"),
+    "prewarm": ("fp4doctor.cli.prewarm", "prewarm"),
     "probe": ("fp4doctor.cli.probe", "probe"),
     "profiles": ("fp4doctor.cli.profiles", "profiles"),
     "verify-log": ("fp4doctor.cli.verify_log", "verify_log"),

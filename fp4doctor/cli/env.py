@@ -11,7 +11,8 @@ from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, note, user_errors,
 from fp4doctor.cli.options import ask, question_options, settle, using
 
 if TYPE_CHECKING:
-    from fp4doctor.doctor import Question
+    from fp4doctor.doctor import Question, Report
+    from fp4doctor.emit.exports import Exports
 
 
 @click.command(cls=Command, epilog=EXIT_CODES_HELP)
@@ -25,7 +26,25 @@ if TYPE_CHECKING:
     "array in zsh, fish and pwsh, so that `$FP4DOCTOR_VLLM_ARGS` gives one argument per flag).",
 )
 @click.option("--smoke", is_flag=True, help="Also run the live GEMMs before choosing (slower).")
-def env(q: Question, shell: str, smoke: bool) -> None:
+@click.option(
+    "--cold-start",
+    "cold_start",
+    type=click.Choice(["fast", "persist"]),
+    default=None,
+    help="Also the knobs for a short first start-up: fast skips the engine's FlashInfer "
+    "autotune, persist keeps its results (stderr says what each trades).",
+)
+@click.option(
+    "--cache-dir",
+    "cache_dir",
+    default=None,
+    metavar="DIR",
+    help="With --cold-start: a persistent directory for FlashInfer's JIT builds (and, with "
+    "persist, the autotune results).",
+)
+def env(
+    q: Question, shell: str, smoke: bool, cold_start: str | None, cache_dir: str | None
+) -> None:
     """Print the exports that switch the best valid FP4 GEMM path on, for `eval`.
 
     stdout carries only statements for the chosen shell; why, and any fallback, go to stderr.
@@ -51,6 +70,11 @@ def env(q: Question, shell: str, smoke: bool) -> None:
     chosen = settings([p.resolution for p in report.families])
     label, version = report.engine_label, report.engine.version
     exports, notes = exports_for(report.profile, chosen, label, shell)
+    if cold_start is not None:
+        exports, more = _cold_start(report, exports, cold_start, cache_dir)
+        notes += more
+    elif cache_dir is not None:
+        raise UserError("--cache-dir is for --cold-start fast|persist")
     for n in notes:
         note(n)
     with user_errors():
@@ -66,3 +90,27 @@ def env(q: Question, shell: str, smoke: bool) -> None:
         )
     note(using(report))
     write(text, kind="json" if shell == "json" else "exact")
+
+
+def _cold_start(
+    report: Report, exports: Exports, mode: str, cache_dir: str | None
+) -> tuple[Exports, list[str]]:
+    """`--cold-start`: the exports with the knobs for a short first start-up (coldstart/knobs)."""
+    from fp4doctor.coldstart.knobs import with_cold_start
+
+    tuned = [
+        p.chosen
+        for p in report.families
+        if p.chosen and p.cold_start and p.cold_start.autotune.state in ("will-tune", "cached")
+    ]
+    with user_errors():
+        return with_cold_start(
+            exports,
+            mode=mode,
+            target=report.profile.target,
+            engine_version=report.engine.version,
+            label=report.engine_label,
+            args_variable=report.profile.engine.args_variable,
+            cache_dir=cache_dir,
+            tuned=tuned,
+        )

@@ -18,6 +18,7 @@ group, and the names: its memory grows with the groups, not with the nodes.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -101,6 +102,8 @@ class FleetReport:
     failed: tuple[NodeView, ...]  # no check ran: the task failed, the facts were unreadable
     families: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # Per family, the nodes whose first start-up compiles or tunes (fp4doctor/coldstart).
+    cold_start: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -181,7 +184,12 @@ class Gather:
                     counts[fam.outcome] = counts.get(fam.outcome, 0) + len(p.names)
         failed = tuple(sorted(self._failed, key=lambda n: n.name))
         return FleetReport(
-            groups, _outliers(groups), failed, dict(sorted(families.items())), tuple(notes)
+            groups,
+            _outliers(groups),
+            failed,
+            dict(sorted(families.items())),
+            tuple(notes),
+            _cold_counts(groups),
         )
 
 
@@ -238,6 +246,22 @@ def software(host: facts.HostFacts) -> dict[tuple[str, str], str | None]:
     for name, value in host.env.items():
         out[("environment", f"env {name}")] = value
     return out
+
+
+COLD_COUNTS = ("will JIT", "cannot JIT", "will autotune")
+
+
+def _cold_counts(groups: Sequence[Group]) -> dict[str, dict[str, int]]:
+    """Per family: how many nodes will JIT-build, cannot build, will autotune at first start."""
+    out: dict[str, Counter[str]] = {}
+    for g in groups:
+        for p in g.parts:
+            for name, fam in p.view.families.items():
+                c = out.setdefault(name, Counter())
+                c["will JIT"] += len(p.names) * (fam.jit == "will-build")
+                c["cannot JIT"] += len(p.names) * (fam.jit == "cannot-build")
+                c["will autotune"] += len(p.names) * (fam.autotune == "will-tune")
+    return {name: {k: c[k] for k in COLD_COUNTS} for name, c in sorted(out.items())}
 
 
 def _verdict(n: NodeView) -> tuple[object, ...]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from fp4doctor.coldstart.verdict import AUTOTUNE_STATES, JIT_STATES
 from fp4doctor.fleet.view import NodeView
 
 PREFIX = "fp4doctor"
@@ -82,6 +83,19 @@ def textfile(node: NodeView, *, now: float) -> str:
             if fam.chosen
         ],
     )
+    for what, states in (("jit", JIT_STATES), ("autotune", AUTOTUNE_STATES)):
+        metric = f"{PREFIX}_cold_start_{what}"
+        out += _family(
+            metric,
+            f"1 for the {what} state of the chosen backend's first start-up in this FP4 GEMM "
+            "family (fp4doctor/coldstart), 0 for the others.",
+            [
+                _sample(metric, {**base, "family": name, "state": s}, getattr(fam, what) == s)
+                for name, fam in node.families.items()
+                if getattr(fam, what)
+                for s in states
+            ],
+        )
     out += _family(
         f"{PREFIX}_info",
         "Always 1: the fp4doctor version and the engine judged, as labels.",

@@ -79,6 +79,10 @@ def node_labels(node: NodeView, namespace: str) -> dict[str, str]:
         out[k(f"{name}.ready")] = "true" if verdict.outcome == "ready" else "false"
         if verdict.chosen:
             out[k(f"{name}.backend")] = labels.value(verdict.chosen)
+        # The first start-up: will it compile or autotune (fp4doctor/coldstart)?
+        for what, state in (("jit", verdict.jit), ("autotune", verdict.autotune)):
+            if state:
+                out[k(f"{name}.{what}")] = labels.value(state)
     for backend, ok in node.backends.items():
         if ok:
             out[k(f"backend.{labels.value(backend)}")] = "true"

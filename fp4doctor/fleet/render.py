@@ -42,6 +42,7 @@ def document(report: FleetReport) -> dict[str, Any]:
         "exit_code": report.exit_code,
         "nodes": report.size,
         "families": report.families,
+        "cold_start": report.cold_start,
         "groups": [
             {
                 "id": g.id,
@@ -92,7 +93,10 @@ def human(report: FleetReport, *, style: Style) -> str:
     ]
     for family, counts in report.families.items():
         shown = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
-        out.append(f"  {family}: {shown}")
+        cold = ", ".join(
+            f"{n} {what}" for what, n in report.cold_start.get(family, {}).items() if n
+        )
+        out.append(f"  {family}: {shown}" + (f"; first start: {cold}" if cold else ""))
     for note in report.notes:
         out.append(clean(f"  note: {note}"))
     out += ["", style.bold("Groups")]

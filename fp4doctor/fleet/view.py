@@ -14,6 +14,7 @@ from fp4doctor import __version__
 from fp4doctor import facts as F
 
 if TYPE_CHECKING:
+    from fp4doctor.coldstart.verdict import ColdStart
     from fp4doctor.doctor import Report
 
 VIEW_SCHEMA_VERSION = 1
@@ -26,6 +27,8 @@ class Family:
     outcome: str
     chosen: str | None = None
     reason: str | None = None  # what stands in this family's way, when it is not ready
+    jit: str | None = None  # the chosen backend's cold start (fp4doctor/coldstart): JIT state
+    autotune: str | None = None  # and autotune state; None before it was judged
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,13 @@ class NodeView:
             "gpus": self.gpus,
             "chosen": self.chosen,
             "families": {
-                k: {"outcome": f.outcome, "chosen": f.chosen, "reason": f.reason}
+                k: {
+                    "outcome": f.outcome,
+                    "chosen": f.chosen,
+                    "reason": f.reason,
+                    "jit": f.jit,
+                    "autotune": f.autotune,
+                }
                 for k, f in self.families.items()
             },
             "backends": dict(self.backends),
@@ -98,7 +107,13 @@ class NodeView:
             gpus=str(data.get("gpus") or ""),
             chosen=data.get("chosen"),
             families={
-                k: Family(str(v["outcome"]), v.get("chosen"), v.get("reason"))
+                k: Family(
+                    str(v["outcome"]),
+                    v.get("chosen"),
+                    v.get("reason"),
+                    v.get("jit"),
+                    v.get("autotune"),
+                )
                 for k, v in (data.get("families") or {}).items()
             },
             backends={str(k): bool(v) for k, v in (data.get("backends") or {}).items()},
@@ -163,15 +178,24 @@ def _families(report: Report) -> dict[str, Family]:
     blocking = report.blocking()
     first = blocking[0].reason if blocking and outcome is not Outcome.READY else None
     if outcome is Outcome.NO_VERDICT:
-        return {p.family: Family(outcome.value, None, first) for p in report.families}
+        return {
+            p.family: Family(outcome.value, None, first, *_cold(p.cold_start))
+            for p in report.families
+        }
     out: dict[str, Family] = {}
     for p in report.families:
         if report.family_ready(p):
-            out[p.family] = Family("ready", p.chosen)
+            out[p.family] = Family("ready", p.chosen, None, *_cold(p.cold_start))
             continue
         # Its own failures, else the host's (which block every family), else the report's.
         own = [f for f in blocking if f.family == p.family] or [
             f for f in blocking if f.family is None
         ]
-        out[p.family] = Family("not ready", None, own[0].reason if own else first)
+        reason = own[0].reason if own else first
+        out[p.family] = Family("not ready", None, reason, *_cold(p.cold_start))
     return out
+
+
+def _cold(cold: ColdStart | None) -> tuple[str | None, str | None]:
+    """The JIT and autotune states of a family's cold start (None when not judged)."""
+    return (cold.jit.state, cold.autotune.state) if cold is not None else (None, None)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from fp4doctor import __version__
+from fp4doctor.coldstart.probe import probe_cold_start, rule_modules
 from fp4doctor.facts import (
     CompiledArchs,
     CudnnFacts,
@@ -85,6 +86,7 @@ def probe_host(
     no_archs: dict[str, CompiledArchs] = {}
     compiled_archs = guarded("compiled_archs", archs_pending, no_archs)
     cudart = guarded("cudart", lambda: probe_cudart(env), None)
+    cold_start = guarded("cold_start", lambda: probe_cold_start(env, found, rule_modules()), None)
 
     return HostFacts(
         fp4doctor_version=__version__,
@@ -102,6 +104,7 @@ def probe_host(
         probe_errors=errors,
         compiled_archs=compiled_archs,
         cudart=cudart,
+        cold_start=cold_start,
     )
 
 
