@@ -46,14 +46,15 @@ class Verdict:
         """Known bugs that may strike (a crash, wrong output or hang whose trigger is not
         established) or that make it slow here (established): the backend runs, and a clean one
         is chosen before it. A slowness whose trigger is not established is no reason to leave
-        the engine's own pick."""
+        the engine's own pick, nor is a bug whose trigger nothing can settle (`depends_on`
+        alone: timing, the allocator, the caller's arguments), which weighs on every backend."""
         slow = Symptom.SLOW
         return [
             f
             for f in self.findings
             if f.kind is Kind.ADVISORY
             and f.status is Status.WARN
-            and (f.established if f.symptom is slow else not f.established)
+            and (f.established if f.symptom is slow else "settle" in f.details)
         ]
 
     def first_problem(self) -> Finding | None:
@@ -231,6 +232,8 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
             details: dict[str, object] = {"effect": advisory.effect}
             if advisory.alternatives:
                 details["alternatives"] = list(advisory.alternatives)
+            if settled is Settled.UNKNOWN and trigger.settle():
+                details["settle"] = trigger.settle()
             if advisory.fixed_in:
                 details["fixed_in"] = advisory.fixed_in
             out.append(
