@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -271,6 +272,6 @@ def test_the_probe_reads_the_union_without_the_profile_package(tmp_path: Path) -
     first, second = run(), run()
     assert "imported: True True" in first.stderr, first.stderr
     assert "imported: False False" in second.stderr, second.stderr
-    assert [line for line in second.stdout.splitlines() if "captured_at" not in line] == [
-        line for line in first.stdout.splitlines() if "captured_at" not in line
-    ]
+    # The packages read are the same (the rest of the facts, the JIT cache one, may change
+    # between two runs on a GPU host where other tests build kernels meanwhile).
+    assert json.loads(second.stdout)["packages"] == json.loads(first.stdout)["packages"]
