@@ -1,7 +1,7 @@
 """Real vLLM releases asked by the oracle, beside the rules (marker `engine`).
 
-Each release is a real `pip install vllm==V` in $FP4DOCTOR_VLLM_VENVS/vllm-V (`.ci/run` builds
-them, cached under .ci-cache/); without them the tests skip and say so. On this CPU host the
+Each release is a real `pip install vllm==V` in $FP4DOCTOR_VLLM_VENVS/vllm-V
+(`tools/engine_venvs.sh` builds them, cached under .ci-cache/); without them the tests skip and say so. On this CPU host the
 engine's capability query is stubbed per compute capability and its compiled extension loads
 against a stub libcuda.so.1 built with gcc (tools/engine_agreement.py, where both FAKEs are
 described). Per release x FlashInfer present/absent one worker answers every compute
@@ -60,7 +60,9 @@ KNOWN_KNOBS: dict[tuple[str, str, str, str], str] = {
 
 def _venv(release: str) -> Path:
     if not VENVS:
-        pytest.skip("FP4DOCTOR_VLLM_VENVS is not set (a directory of vllm-V venvs: .ci/run)")
+        pytest.skip(
+            "FP4DOCTOR_VLLM_VENVS is not set (a directory of vllm-V venvs: tools/engine_venvs.sh)"
+        )
     python = agreement.venv_python(Path(VENVS), release)
     if not python.exists():
         pytest.skip(f"{python} is not installed (pip install vllm=={release} in a venv there)")
