@@ -1,7 +1,8 @@
 """Real vLLM releases asked by the oracle, beside the rules (marker `engine`).
 
 Each release is a real `pip install vllm==V` in $FP4DOCTOR_VLLM_VENVS/vllm-V
-(`tools/engine_venvs.sh` builds them, cached under .ci-cache/); without them the tests skip and say so. On this CPU host the
+(`tools/engine_venvs.sh` builds them, cached under .ci-cache/); without them the tests skip
+and say so. On this CPU host the
 engine's capability query is stubbed per compute capability and its compiled extension loads
 against a stub libcuda.so.1 built with gcc (tools/engine_agreement.py, where both FAKEs are
 described). Per release x FlashInfer present/absent one worker answers every compute
