@@ -22,7 +22,3 @@ class Deployment:
     # With --model: the checkpoint's architectures (config.json) and its routed experts.
     architectures: tuple[str, ...] | None = None
     experts: int | None = None
-
-    @property
-    def model_known(self) -> bool:
-        return self.architectures is not None

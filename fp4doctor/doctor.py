@@ -181,9 +181,6 @@ class Report:
     def engine_label(self) -> str:
         return f"{self.profile.title} {self.engine.version}"
 
-    def part(self, family: str) -> FamilyPart | None:
-        return next((p for p in self.families if p.family == family), None)
-
     @property
     def counted(self) -> tuple[FamilyPart, ...]:
         """The families the verdict covers: those asked; when none is (a library used directly,

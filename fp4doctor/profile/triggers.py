@@ -62,13 +62,31 @@ def _unknown(flag: str) -> Judged:
     return Judged(Settled.UNKNOWN, f"no {flag} given")
 
 
+class _Field(Condition):
+    """A condition on one field of the deployment: unknown while nothing sets it."""
+
+    WHAT: ClassVar[str]
+    FIELD: ClassVar[str]
+
+    def judge(self, deployment: Deployment) -> Judged:
+        value = getattr(deployment, self.FIELD)
+        if value is None:
+            return _unknown(self.SETTLE or self.KEY)
+        settled = Settled.HOLDS if self.holds(value) else Settled.RULED_OUT
+        return Judged(settled, f"{self.WHAT} {self.shown(value)}")
+
+    def holds(self, value: int | bool) -> bool:
+        raise NotImplementedError
+
+    def shown(self, value: int | bool) -> str:
+        return str(value)
+
+
 @dataclass(frozen=True)
-class _AtLeast(Condition):
+class _AtLeast(_Field):
     """A size of the deployment of at least `minimum`."""
 
     minimum: int
-    WHAT: ClassVar[str]
-    FIELD: ClassVar[str]
 
     @classmethod
     def parse(cls, node: Node) -> Condition:
@@ -77,12 +95,8 @@ class _AtLeast(Condition):
             raise node.error("is a size: a whole number of 1 or more")
         return cls(value)
 
-    def judge(self, deployment: Deployment) -> Judged:
-        value = getattr(deployment, self.FIELD)
-        if value is None:
-            return _unknown(self.SETTLE or self.KEY)
-        settled = Settled.HOLDS if value >= self.minimum else Settled.RULED_OUT
-        return Judged(settled, f"{self.WHAT} {value}")
+    def holds(self, value: int | bool) -> bool:
+        return value >= self.minimum
 
     def describe(self) -> str:
         return f"{self.WHAT} of {self.minimum} or more"
@@ -108,26 +122,23 @@ class ExpertsMin(_AtLeast):
 
 
 @dataclass(frozen=True)
-class _Switch(Condition):
+class _Switch(_Field):
     """An engine feature switched on (or off)."""
 
     on: bool
-    WHAT: ClassVar[str]
-    FIELD: ClassVar[str]
 
     @classmethod
     def parse(cls, node: Node) -> Condition:
         return cls(node.boolean())
 
-    def judge(self, deployment: Deployment) -> Judged:
-        value = getattr(deployment, self.FIELD)
-        if value is None:
-            return _unknown(self.SETTLE or self.KEY)
-        settled = Settled.HOLDS if value == self.on else Settled.RULED_OUT
-        return Judged(settled, f"{self.WHAT} {'on' if value else 'off'}")
+    def holds(self, value: int | bool) -> bool:
+        return value == self.on
+
+    def shown(self, value: int | bool) -> str:
+        return "on" if value else "off"
 
     def describe(self) -> str:
-        return f"{self.WHAT} {'on' if self.on else 'off'}"
+        return f"{self.WHAT} {self.shown(self.on)}"
 
 
 class Autotune(_Switch):
