@@ -379,6 +379,7 @@ def document(report: Report) -> dict[str, Any]:
                     "chosen": part.chosen,
                     "backends": _backends_doc(part.evaluation, no_verdict),
                     "engine_auto": part.evaluation.engine_auto,
+                    "engine_as_set": part.evaluation.engine_as_set,
                     "resolution": part.resolution.to_dict(),
                     "verified": part.evaluation.verified,
                     "unverified": [u.to_dict() for u in part.evaluation.unverified],

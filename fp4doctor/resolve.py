@@ -53,8 +53,10 @@ class Resolution:
 
     @property
     def set_env(self) -> tuple[tuple[str, str], ...]:
-        setting = self._setting(KNOB_ENV)
-        return (*setting, *self.knob.also) if setting and self.knob is not None else setting
+        """The variables to export: an env knob's own, and those any knob is written with."""
+        if self.knob is None or self.chosen is None:
+            return ()
+        return (*self._setting(KNOB_ENV), *self.knob.env_for(self.chosen))
 
     @property
     def cli_args(self) -> tuple[tuple[str, str], ...]:
@@ -221,6 +223,17 @@ def _resolve(
             notes.append(f"falling back to {chosen}, the best backend that is valid here")
     elif chosen != preferred:
         notes.append(f"using {chosen}, of the same family as {prefer or require}")
+    selection = evaluation.env_selection
+    if selection is not None and chosen != selection.backend and usable(selection.backend):
+        # The variables set select a backend that runs here: that is what the engine runs as
+        # set (not a failure); the choice is advice, and says why it differs.
+        risks = evaluation.verdicts[selection.backend].risks()
+        notes.append(
+            f"as set, {selection.variable}={selection.value} makes {label} run "
+            f"{selection.backend}"
+            + (f", with {_risk_text(risks[0])}" if risks else "")
+            + f"; {chosen} is advised instead"
+        )
 
     # Say when the engine, left alone, would pick something that does not work here.
     auto = engine_pick.backend
@@ -356,7 +369,7 @@ def _knobs(
         notes.append(f"{label} picks {chosen} by itself: nothing to set, only conflicts to unset")
     elif knob.deprecated:
         notes.append(f"{knob.name} is deprecated but is the only knob for {chosen} in {label}")
-    keep = {knob.name, *(name for name, _ in knob.also)} if knob is not None else set()
+    keep = {knob.name, *(name for name, _ in knob.env_for(chosen))} if knob is not None else set()
     unset = [k.name for k in era.env_knobs() if k.name not in keep]
     # A knob fp4doctor never sets (VLLM_BATCH_INVARIANT) is unset because it overrides the
     # choice: say so where it is set, rather than leave a bare `unset` to wonder about.

@@ -26,37 +26,12 @@ pytestmark = pytest.mark.engine
 
 VENVS = os.environ.get("FP4DOCTOR_VLLM_VENVS")
 
-# (release, FlashInfer present, cc, family) -> the rule that is wrong. vLLM 0.34 is newer than
-# the rules (profiles/vllm.yaml newest_known 0.33.0): its era is being added separately.
-_IMPORT_CRASH = (
-    "profiles/vllm.yaml era '>=0.17,<0.20' (line 706) inherits a MoE automatic order that starts "
-    "with flashinfer-trtllm-moe behind has_flashinfer; vLLM 0.17.0-0.19.1 imports its TRT-LLM "
-    "experts module before any check, and that module imports flashinfer at top level "
-    "(vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py:4): ModuleNotFoundError"
-)
-_SM110 = (
-    "vLLM 0.34.0 dropped SM110 from its CUTLASS MoE experts and picks Marlin on Thor; the rules "
-    "judge 0.34 with the 0.33 era (profiles/vllm.yaml '>=0.32', cutlass-moe '>=10.0,<13.0')"
-)
-KNOWN: dict[tuple[str, bool, str, str], str] = {
-    **{("0.18.0", False, cc, "moe"): _IMPORT_CRASH
-       for cc in ("9.0", "10.0", "10.3", "11.0", "12.0", "12.1")},
-    ("0.34.0", True, "11.0", "moe"): _SM110,
-    ("0.34.0", False, "11.0", "moe"): _SM110,
-}  # fmt: skip
+# (release, FlashInfer present, cc, family) -> the rule that is wrong. Empty: the three
+# disagreements of the first run (vLLM 0.17-0.19 without FlashInfer, 0.34 on SM110, the W4A16
+# CuTe-DSL knob) are modelled in profiles/vllm.yaml (docs/engine-oracle.md says where).
+KNOWN: dict[tuple[str, bool, str, str], str] = {}
 # (release, cc, family, backend) -> why `env`'s knobs for that backend do not make vLLM pick it.
-_W4A16 = (
-    "profiles/vllm.yaml '>=0.32' era --linear-backend values (line 1178): flashinfer-cutedsl-w4a16 "
-    "is written as flashinfer_cutedsl, which vLLM resolves to the W4A4 CuTe-DSL kernel first "
-    "(VLLM_DISABLED_KERNELS=FlashInferCuteDslNvFp4LinearKernel is needed as well)"
-)
-KNOWN_KNOBS: dict[tuple[str, str, str, str], str] = {
-    ("0.33.0", "10.0", "linear", "flashinfer-cutedsl-w4a16"): _W4A16,
-    ("0.33.0", "10.3", "linear", "flashinfer-cutedsl-w4a16"): _W4A16,
-    ("0.34.0", "10.0", "linear", "flashinfer-cutedsl-w4a16"): _W4A16,
-    ("0.34.0", "10.3", "linear", "flashinfer-cutedsl-w4a16"): _W4A16,
-    ("0.34.0", "11.0", "moe", "cutlass-moe"): _SM110,
-}
+KNOWN_KNOBS: dict[tuple[str, str, str, str], str] = {}
 
 
 def _venv(release: str) -> Path:

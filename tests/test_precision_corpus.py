@@ -24,13 +24,7 @@ corpus = load_corpus()
 WORKING = corpus.load_working()
 
 # Case id -> what blocks READY today (advisory ids, or the rule/finding id), as of this commit.
-KNOWN_FALSE_NOT_READY: dict[str, str] = {
-    "vllm-28892-gb200x2-v0.12.0-trtllm-moe": (
-        "backend.flashinfer-trtllm-moe.cubins: FlashInfer 0.5.3 without flashinfer-cubin downloads "
-        "the TRT-LLM MoE cubins at run time (flashinfer/jit/cubin_loader.py get_cubin), so the "
-        "missing package is not a failure on a host with network access"
-    ),
-}
+KNOWN_FALSE_NOT_READY: dict[str, str] = {}
 
 
 def test_precision_corpus_shape() -> None:

@@ -463,11 +463,13 @@ def test_flashinfer_import_version_check(version: str) -> None:
     checks = FI_RELEASES[version]["packaging"]["version_checks"]
     rules = {r.id: r for r in rules_at(condition(FI, "flashinfer_import"), version)}
     for package, rule_id in IMPORT_RULES.items():
-        found = checks[package]
+        # `raises`: the mismatch leaves `import flashinfer` as an exception. From 0.7.2 the check
+        # runs inside a try that logs "Ignoring incompatible ..." and goes on without the wheel.
+        found = [c for c in checks[package] or () if c["raises"]]
         if not found:
-            assert rule_id not in rules, f"{version}: no import check of {package}"
+            assert rule_id not in rules, f"{version}: no import check of {package} that raises"
             continue
-        assert all(c["import_time"] and c["raises"] for c in found)
+        assert all(c["import_time"] for c in found)
         # 'exact', 'prefix (startswith)' (0.4.0-0.7.0rc2, jit-cache) or 'exact or exact+local':
         # the profile compares public versions (a +cuXXX suffix is the same version), which is
         # what the prefix test admits in practice; a jit-cache 0.4.0.post1 beside flashinfer

@@ -40,7 +40,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     cases = [c for c in answers.cases if c.family == family and not c.a16]
     if not cases:
         return resolution
-    expected = predicted(evaluation)
+    expected = evaluation.engine_as_set
     found: list[Finding] = []
     engine_picks: set[str | None] = set()
     for case in (c for c in cases if c.label == AS_SET):
@@ -113,12 +113,6 @@ def _weight_only(
             )
         )
     return out
-
-
-def predicted(evaluation: Evaluation) -> str | None:
-    """What the rules say the engine picks as set: the variable's selection, else its own."""
-    selection = evaluation.env_selection
-    return selection.backend if selection is not None else evaluation.engine_auto
 
 
 def _honours(case: Case, answer: Answer) -> bool:

@@ -189,7 +189,15 @@ class Knob:
     # Variables that must be set with it for it to be read at all (vLLM reads
     # VLLM_FLASHINFER_MOE_BACKEND only with VLLM_USE_FLASHINFER_MOE_FP4=1): (name, value).
     also: tuple[tuple[str, str], ...] = ()
+    # Variables written with this knob for one backend only (backend, name, value): vLLM's
+    # `--linear-backend=flashinfer_cutedsl` names both CuTe-DSL kernels and runs the W4A16 one
+    # only with VLLM_DISABLED_KERNELS naming the W4A4 one.
+    with_env: tuple[tuple[str, str, str], ...] = ()
     scalar: bool = False  # a config key that takes one value (moe_config.backend), not a list
+
+    def env_for(self, backend: str) -> tuple[tuple[str, str], ...]:
+        """The variables written with this knob when it selects `backend`."""
+        return (*self.also, *((n, v) for b, n, v in self.with_env if b == backend))
 
     def backend_for(self, value: str) -> str | None:
         """Which backend a set value selects (None for an unknown value)."""

@@ -150,6 +150,7 @@ _KNOB_KEYS = (
     *KNOB_KINDS,
     "values",
     "also",
+    "with_env",
     "scalar",
     "type",
     "bool_style",
@@ -196,6 +197,7 @@ def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None
         on_invalid=optional(fields, "on_invalid", Node.text),
         source=optional(fields, "source", Node.text),
         also=_also(fields.get("also"), kind),
+        with_env=_with_env(fields.get("with_env"), values),
         scalar=_scalar(fields.get("scalar"), kind),
     )
     return knob, optional(fields, "before", Node.text)
@@ -221,6 +223,23 @@ def _also(node: Node | None, kind: str) -> tuple[tuple[str, str], ...]:
         if not VAR_RE.match(name):
             raise value.error(f"{name!r} is not a valid environment variable name")
         out.append((name, value.text()))
+    return tuple(out)
+
+
+def _with_env(
+    node: Node | None, values: Mapping[str, tuple[str, ...]]
+) -> tuple[tuple[str, str, str], ...]:
+    """`with_env: {backend: {VAR: value}}`: variables written with the knob for that backend."""
+    if node is None:
+        return ()
+    out = []
+    for backend, variables in node.mapping().items():
+        if backend not in values:
+            raise variables.error(f"names no value of this knob (valid: {', '.join(values)})")
+        for name, value in variables.mapping().items():
+            if not VAR_RE.match(name):
+                raise value.error(f"{name!r} is not a valid environment variable name")
+            out.append((backend, name, value.text()))
     return tuple(out)
 
 

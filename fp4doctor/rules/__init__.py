@@ -119,6 +119,12 @@ class Evaluation:
     def engine_auto(self) -> str | None:
         return self.engine_pick.backend
 
+    @property
+    def engine_as_set(self) -> str | None:
+        """What the engine runs this family on with the variables set here: the backend they
+        select, else its own pick."""
+        return self.env_selection.backend if self.env_selection else self.engine_auto
+
     def valid(self, backend: str) -> bool:
         verdict = self.verdicts.get(backend)
         return verdict is not None and verdict.valid

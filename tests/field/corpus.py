@@ -163,7 +163,7 @@ class WorkingVerdict:
     run: Run
     chosen: tuple[tuple[str, str], ...]  # (family, backend the doctor settles on)
     blocking: tuple[str, ...]  # failing findings (advisory ids where they are advisories)
-    engine: tuple[tuple[str, str], ...] = ()  # (family, backend the engine picks by itself)
+    engine: tuple[tuple[str, str], ...] = ()  # (family, backend the engine runs as set)
 
     @property
     def picked(self) -> dict[str, str]:
@@ -443,11 +443,11 @@ def judge_working(case: Case, run: Run | None = None) -> WorkingVerdict:
             for fam, body in families.items()
         )
     )
-    engine = tuple(sorted((fam, body.get("engine_auto") or "") for fam, body in families.items()))
+    engine = tuple(sorted((fam, body.get("engine_as_set") or "") for fam, body in families.items()))
     # What blocked READY: the failing findings of the backends the engine picks by itself, of the
     # backends the source names, and of the engine settings (env./resolve. findings).
     findings = [f for f in report.get("findings") or [] if f.get("status") == "fail"]
-    in_play = {body.get("engine_auto") for body in families.values()}
+    in_play = {body.get(k) for body in families.values() for k in ("engine_auto", "engine_as_set")}
     in_play |= {backend for _, backend in case.expect_pick}
     in_play |= {f.get("backend") for f in findings if str(f.get("id", "")).startswith(_SETTINGS)}
     blocking: list[str] = []

@@ -1074,6 +1074,47 @@ def extract_moe(pkg: Package) -> Json:
 # ----------------------------------------------------------------------------------------------
 
 
+CATCH_ALL = {"Exception", "BaseException", "RuntimeError"}
+
+
+def _swallows(node: ast.Try) -> bool:
+    """A ``try`` with a handler that catches RuntimeError and does not raise again."""
+    for h in node.handlers:
+        caught = names_in(h.type) if h.type is not None else CATCH_ALL
+        if caught & CATCH_ALL and not any(isinstance(n, ast.Raise) for n in ast.walk(h)):
+            return True
+    return False
+
+
+def _uncaught(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes under ``node`` that run outside a swallowing ``try`` (nested defs excluded)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(child, ast.Try) and _swallows(child):
+            for part in (*child.handlers, *child.orelse, *child.finalbody):
+                yield part
+                yield from _uncaught(part)
+            continue
+        yield child
+        yield from _uncaught(child)
+
+
+def escapes(mod: Module, fn: ast.FunctionDef, depth: int) -> bool:
+    """Whether an exception raised in ``fn``, or in a module function it calls (``depth`` calls
+    deep), leaves ``fn``: a ``raise`` or call outside a ``try`` that swallows it. From 0.7.2
+    `_get_cubin_dir` calls `_check_cubin_version` (which raises) inside a try that logs and
+    ignores the mismatched wheel."""
+    for n in _uncaught(fn):
+        if isinstance(n, ast.Raise):
+            return True
+        name = call_name(n)
+        callee = mod.funcs.get(name or "")
+        if depth and callee is not None and callee is not fn and escapes(mod, callee, depth - 1):
+            return True
+    return False
+
+
 def version_checks(pkg: Package) -> Json:
     """Checks comparing flashinfer-cubin / flashinfer-jit-cache versions with flashinfer's."""
     out: Json = {}
@@ -1106,7 +1147,7 @@ def version_checks(pkg: Package) -> Json:
                             cmps.append(ast.unparse(n))
                         if isinstance(n, ast.Constant) and isinstance(n.value, str):
                             bypass.update(re.findall(r"FLASHINFER_\w*VERSION\w*", n.value))
-                raises = any(isinstance(n, ast.Raise) for f in checks for n in ast.walk(f))
+                raises = escapes(m, fn, 3)
                 if not cmps:
                     continue
                 import_time = any(
