@@ -142,3 +142,15 @@ def test_arch_readers_find_build_lists_and_checks() -> None:
     assert list(archs.module_archs(source)) == [("gen_x_module", "[10, 12]")]
     cpp = 'int a = 1;\n  TVM_FFI_ICHECK_EQ(major, 10) << "needs 10.x";\n// major == 12\n'
     assert list(archs.arch_checks(cpp)) == [(2, 'TVM_FFI_ICHECK_EQ(major, 10) << "needs 10.x";')]
+
+
+def test_wheel_ledgers_are_file_level() -> None:
+    """sglang.tsv and vllm.tsv (wheel_walk.py) hold one row per changed FP4 file, `sha` 'wheel'."""
+    for name, rows_min in (("sglang.tsv", 150), ("vllm.tsv", 300)):
+        rows = ledger.read(HERE / name)
+        assert len(rows) > rows_min, name
+        assert {r.sha for r in rows} == {"wheel"}, name
+        assert all(r.review != "message" for r in rows), "a wheel has no commit message"
+    vllm_rows = ledger.read(HERE / "vllm.tsv")
+    assert vllm_rows[0].range.startswith("0.9.0") and vllm_rows[-1].range.endswith("..0.34.0")
+    assert any(r.decision == "encoded" for r in vllm_rows)

@@ -42,7 +42,7 @@ COLUMNS = (
     "review",
     "reason",
 )
-LEDGERS = ("flashinfer.tsv", "sglang.tsv")  # one per project, beside this file
+LEDGERS = ("flashinfer.tsv", "sglang.tsv", "vllm.tsv")  # one per project, beside this file
 DECISIONS = ("encoded", "encoded-rule", "proposed", "dismissed", "dup", "open")
 REVIEWS = ("message", "hits", "scan", "subject", "dup")
 SYMPTOMS = ("", "crash", "wrong-output", "hang", "slow")
