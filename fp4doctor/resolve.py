@@ -214,11 +214,24 @@ def _resolve(
         candidates = [b for b in dict.fromkeys([*auto_order, *profile.backends]) if b in allowed]
         valid = [b for b in candidates if usable(b)]
         # Established failures are already out; among the rest, a backend with no known risk
-        # (a bug whose trigger is not established, or one that is slow here) comes first.
-        clean = [b for b in valid if not evaluation.verdicts[b].risks()]
+        # (a bug whose trigger is not established, or one that is slow here) comes first. A
+        # weight-only fallback (Marlin, emulation) is slow for certain: it is not chosen over a
+        # native FP4 backend for a risk that is not established.
+        native = any(profile.backends[b].native for b in valid)
+        clean = [
+            b
+            for b in valid
+            if not evaluation.verdicts[b].risks() and (profile.backends[b].native or not native)
+        ]
         chosen = clean[0] if clean else (valid[0] if valid else None)
         for b in valid[: valid.index(chosen)] if chosen in valid else []:
-            notes.append(f"passing over {b}: {_risk_text(evaluation.verdicts[b].risks()[0])}")
+            risks = evaluation.verdicts[b].risks()
+            why = (
+                _risk_text(risks[0])
+                if risks
+                else "a weight-only fallback, slower than the native FP4 backends valid here"
+            )
+            notes.append(f"passing over {b}: {why}")
         if chosen is not None and preferred is not None:
             notes.append(f"falling back to {chosen}, the best backend that is valid here")
     elif chosen != preferred:

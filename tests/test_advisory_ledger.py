@@ -30,6 +30,7 @@ TRIGGER_KEYS = {
     "activation",
     "autotune",
     "cuda_graphs",
+    "depends_on",
     "env",
     "flag",
     "established_by",

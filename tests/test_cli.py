@@ -137,7 +137,10 @@ def test_b200_vllm_0_15_prefer_cudnn_emits_the_env_var() -> None:
 
 
 def test_b200_vllm_0_24_prefer_cudnn_emits_the_args_variable() -> None:
-    p = run("env", "--facts", fixture("b200"), "--prefer", "cudnn", "--engine-version", "0.24.0")
+    p = run(
+        "env", "--facts", fixture("b200"), "--prefer", "cudnn", "--engine-version", "0.24.0",
+        "--autotune", "off",  # FlashInfer 0.6.1's MoE autotuner bugs ruled out
+    )  # fmt: skip
     assert p.returncode == 0, p.stderr
     values = bash_eval(p.stdout, "FP4DOCTOR_VLLM_ARGS", "VLLM_NVFP4_GEMM_BACKEND")
     assert values == {
@@ -184,13 +187,16 @@ def test_config_writes_vllm_yaml_atomically_and_refuses_overwrite(tmp_path: Path
         "0.30.0",
         "--prefer",
         "cudnn",
+        "--autotune",
+        "off",
         "-o",
         str(out),
     )
     assert p.returncode == 0, p.stderr
     import yaml
 
-    # both families' flags (the MoE family: FlashInfer 0.6.1's TRT-LLM MoE has known crashes)
+    # both families' flags (the MoE family: FlashInfer 0.6.1's TRT-LLM MoE has known crashes;
+    # autotuning off rules out the CuTe-DSL MoE's)
     assert yaml.safe_load(out.read_text()) == {
         "linear-backend": "flashinfer_cudnn",
         "moe-backend": "flashinfer_cutedsl",

@@ -329,7 +329,9 @@ def _flags_from_fp4doctor(fmt: str) -> tuple[str, str]:
     from fp4doctor import cli
 
     facts = str(HOSTS_DIR / "b200.json")
-    args = ["env", "--facts", facts, "--engine-version", "0.24.0", "--shell", fmt]
+    # Autotuning off, as stated: FlashInfer 0.6.1's MoE autotuner bugs ruled out (issue 31).
+    args = ["env", "--facts", facts, "--engine-version", "0.24.0", "--autotune", "off"]
+    args += ["--shell", fmt]
     result = CliRunner().invoke(cli.main, args)
     assert result.exit_code == 0, result.stderr
     usage = [line for line in result.stderr.splitlines() if line.startswith("fp4doctor: use: ")]

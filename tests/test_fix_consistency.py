@@ -56,10 +56,17 @@ def problems(report: Report) -> list[str]:
         verdicts = part.evaluation.verdicts
         if chosen is None or not verdicts[chosen].risks() or part.resolution.knob is None:
             continue
+        # A weight-only fallback (Marlin: FP4 weights dequantized to BF16; its summary says
+        # weight-only) is slow for certain where a native FP4 backend is valid: not clean then.
+        backends = part.evaluation.profile.backends
+        native = any(v.valid and backends[b].native for b, v in verdicts.items())
         clean = [
             b
             for b, v in verdicts.items()
-            if v.valid and not v.risks() and part.evaluation.era.selecting_knob(b) is not None
+            if v.valid
+            and not v.risks()
+            and (backends[b].native or not native)
+            and part.evaluation.era.selecting_knob(b) is not None
         ]
         if clean and report.question.prefer is None:
             out.append(f"{part.family}: chose {chosen}, which has a known risk, over {clean}")

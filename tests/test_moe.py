@@ -119,39 +119,65 @@ def test_unknown_family_is_refused_with_the_choices() -> None:
 def test_vllm_on_b200_shows_both_families_with_the_release_knobs(
     version: str, moe_knob: str, moe_value: str
 ) -> None:
-    report = ask(target="vllm", facts_file=B200, engine_version=version)
+    # FlashInfer 0.6.1 on this fixture: its MoE kernels have autotuner bugs, which autotuning off
+    # (stated) rules out; its TRT-LLM MoE has an EP >= 32 crash, not ruled out: the CuTe-DSL one
+    report = ask(target="vllm", facts_file=B200, engine_version=version, autotune=False)
     assert [p.family for p in report.families] == ["linear", "moe"]
     moe = report.families[1]
-    # FlashInfer 0.6.1 on this fixture: its TRT-LLM MoE has known crashes, so the CuTe-DSL one
     assert moe.resolution.chosen == "flashinfer-cutedsl-moe"
     assert moe.resolution.knob is not None and moe.resolution.knob.name == moe_knob
     assert moe.resolution.knob.values["flashinfer-cutedsl-moe"][0] == moe_value
-    text = cli("check", "--target", "vllm", "--facts", B200, "--engine-version", version).stdout
+    text = cli(
+        "check",
+        "--target",
+        "vllm",
+        "--facts",
+        B200,
+        "--engine-version",
+        version,
+        "--autotune",
+        "off",
+    ).stdout
     assert "Backends (fused-MoE FP4 GEMM)" in text and "Choice (fused-MoE FP4 GEMM)" in text
 
 
 def test_vllm_0_15_env_sets_the_moe_variable_with_its_companion() -> None:
-    done = cli("env", "--facts", B200, "--engine-version", "0.15.0", "--shell", "dotenv")
+    done = cli(
+        "env",
+        "--facts",
+        B200,
+        "--engine-version",
+        "0.15.0",
+        "--shell",
+        "dotenv",
+        "--autotune",
+        "off",
+    )
     assert done.exit_code == 0, done.output
     assert "VLLM_FLASHINFER_MOE_BACKEND=masked_gemm" in done.stdout
     assert "VLLM_USE_FLASHINFER_MOE_FP4=1" in done.stdout
 
 
 def test_vllm_0_33_env_and_config_carry_both_flags() -> None:
-    done = cli("env", "--facts", B200, "--engine-version", "0.33.0", "--shell", "json")
+    off = ("--autotune", "off")  # FlashInfer 0.6.1's MoE autotuner bugs ruled out
+    done = cli("env", "--facts", B200, "--engine-version", "0.33.0", "--shell", "json", *off)
     exports = json.loads(done.stdout)
     args = exports["set"]["FP4DOCTOR_VLLM_ARGS"]
     assert "--linear-backend=" in args and "--moe-backend=flashinfer_cutedsl" in args
-    config = cli("config", "--facts", B200, "--engine-version", "0.33.0", "-o", "-").stdout
+    config = cli("config", "--facts", B200, "--engine-version", "0.33.0", "-o", "-", *off).stdout
     data = yaml.safe_load(config)
     assert data["moe-backend"] == "flashinfer_cutedsl" and "linear-backend" in data
 
 
 def test_sglang_0_5_23_moe_runner_backend() -> None:
-    report = ask(target="sglang", facts_file=B200, engine_version="0.5.23")
+    # autotuning off (stated) rules out FlashInfer 0.6.1's MoE autotuner bugs
+    report = ask(target="sglang", facts_file=B200, engine_version="0.5.23", autotune=False)
     moe = report.families[1]
     assert moe.resolution.knob is not None and moe.resolution.knob.name == "--moe-runner-backend"
-    done = cli("env", "--target", "sglang", "--facts", B200, "--engine-version", "0.5.23")
+    done = cli(
+        "env", "--target", "sglang", "--facts", B200, "--engine-version", "0.5.23",
+        "--autotune", "off",
+    )  # fmt: skip
     assert "--moe-runner-backend=" in done.stdout
 
 
@@ -162,7 +188,7 @@ def test_trtllm_writes_moe_config_backend_as_one_value() -> None:
 
 
 def test_flashinfer_direct_names_the_fused_moe_entry_point() -> None:
-    report = ask(target="flashinfer", facts_file=B200)
+    report = ask(target="flashinfer", facts_file=B200, autotune=False)  # autotuner bugs ruled out
     moe = report.families[1]
     assert moe.resolution.chosen == "flashinfer-cutlass-moe"
     assert moe.resolution.arguments == (("moe_entry_point", "cutlass_fused_moe"),)
@@ -290,7 +316,10 @@ def test_check_reports_the_moe_variables_a_release_ignores(tmp_path: Path) -> No
 
 
 def test_json_report_holds_every_family_alike_and_none_at_the_top() -> None:
-    doc = json.loads(cli("check", "--facts", B200, "--engine-version", "0.33.0", "--json").stdout)
+    off = ("--autotune", "off")  # FlashInfer 0.6.1's MoE autotuner bugs ruled out
+    doc = json.loads(
+        cli("check", "--facts", B200, "--engine-version", "0.33.0", "--json", *off).stdout
+    )
     assert not {"backends", "engine_auto", "resolution"} & set(doc)
     assert set(doc["families"]) == {"linear", "moe"}
     for family in doc["families"].values():
