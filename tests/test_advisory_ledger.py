@@ -113,11 +113,21 @@ def test_existing_triggers_name_existing_advisories() -> None:
 
 @pytest.mark.skipif(not MIRROR.is_dir(), reason="needs the FlashInfer git snapshot (fetch)")
 def test_the_walk_and_the_ledger_agree() -> None:
-    """walk.py over the snapshot lists exactly the ledger's commits."""
+    """walk.py over the snapshot lists exactly the ledger's commits (not its wheel rows)."""
     walk = _load("walk")
     found = {c.sha for c in walk.walk(MIRROR)}
-    have = {r.sha for r in ledger.read(HERE / "flashinfer.tsv")}
+    have = {r.sha for r in ledger.read(HERE / "flashinfer.tsv") if r.sha != "wheel"}
     assert found == have
+
+
+def test_flashinfer_releases_past_the_snapshot_are_file_level() -> None:
+    """After v0.6.18rc7 the FlashInfer ledger goes on from the wheels: `sha` 'wheel', no message."""
+    rows = ledger.read(HERE / "flashinfer.tsv")
+    wheel = [r for r in rows if r.sha == "wheel"]
+    assert wheel and all(r.review != "message" for r in wheel)
+    first = next(i for i, r in enumerate(rows) if r.sha == "wheel")
+    assert all(r.sha == "wheel" for r in rows[first:]), "wheel rows follow the git rows"
+    assert wheel[0].range == "0.6.18rc7..0.6.18" and wheel[-1].range.endswith("..0.7.4")
 
 
 def test_the_filter_keeps_shipped_fp4_files_only() -> None:
