@@ -214,16 +214,16 @@ def _resolve(
         candidates = [b for b in dict.fromkeys([*auto_order, *profile.backends]) if b in allowed]
         valid = [b for b in candidates if usable(b)]
         # Established failures are already out; among the rest, a backend with no known risk
-        # (a bug whose trigger is not established, or one that is slow here) comes first. A
-        # weight-only fallback (Marlin, emulation) is slow for certain: it is not chosen over a
-        # native FP4 backend for a risk that is not established.
-        native = any(profile.backends[b].native for b in valid)
-        clean = [
-            b
-            for b in valid
-            if not evaluation.verdicts[b].risks() and (profile.backends[b].native or not native)
-        ]
+        # (a bug whose trigger is not established, or one that is slow here) comes first.
+        clean = [b for b in valid if not evaluation.verdicts[b].risks()]
         chosen = clean[0] if clean else (valid[0] if valid else None)
+        native = [b for b in valid if profile.backends[b].native]
+        if chosen is not None and chosen not in native:
+            # A weight-only fallback (Marlin, emulation) is slow for certain: it is not chosen
+            # over a native FP4 backend ahead of it for a risk that is not established.
+            ahead = [b for b in native if valid.index(b) < valid.index(chosen)]
+            if ahead:
+                chosen = next((b for b in clean if b in native), ahead[0])
         for b in valid[: valid.index(chosen)] if chosen in valid else []:
             risks = evaluation.verdicts[b].risks()
             why = (
