@@ -531,3 +531,17 @@ def test_a_build_step_calls_the_generator_and_reports_its_failure(tmp_path: Path
     broken = dataclasses.replace(ok, builder="flashinfer.jit.gemm:gen_broken")
     assert "exited with 1" in (build(broken, env) or "")
     assert build(dataclasses.replace(ok, builder=None), env) == "no generator is known for m"
+
+
+def test_cold_start_fast_judges_the_autotuner_bugs_with_the_autotune_it_switches_off() -> None:
+    # b200: FlashInfer 0.6.1, whose CuTe-DSL MoE has autotuner bugs (not established without
+    # --autotune). --cold-start fast writes --no-enable-flashinfer-autotune, which rules them out.
+    args = ("--engine-version", "0.24.0", "--shell", "json")
+    _, plain, _ = env_command("b200", *args)
+    _, fast, err = env_command("b200", *args, "--cold-start", "fast")
+    assert "--moe-backend=cutlass" in json.loads(plain)["set"]["FP4DOCTOR_VLLM_ARGS"]
+    flags = json.loads(fast)["set"]["FP4DOCTOR_VLLM_ARGS"]
+    assert (
+        "--moe-backend=flashinfer_cutedsl" in flags and "--no-enable-flashinfer-autotune" in flags
+    )
+    assert "passing over flashinfer-cutedsl-moe" not in err

@@ -337,3 +337,19 @@ def test_moe_advisories_judge_moe_backends() -> None:
     assert all(
         f.status.blocking == f.established for f in bugs if f.symptom and f.symptom.value != "slow"
     )
+
+
+def test_with_env_names_a_value_of_its_knob_and_a_valid_variable() -> None:
+    """`with_env` (per backend) is written with the knob when it selects that backend only."""
+    good = DEMO.replace(
+        "      - cli: --linear\n",
+        "      - cli: --linear\n        with_env: {slow: {DEMO_OFF: fast}}\n",
+    )
+    knob = parse(good, "demo.yaml").eras[1].knobs[0]
+    assert knob.env_for("slow") == (("DEMO_OFF", "fast"),) and knob.env_for("fast") == ()
+    for entry, message in (("{nope: {X: '1'}}", "names no value"), ("{slow: {'1X': a}}", "not a")):
+        bad = DEMO.replace(
+            "      - cli: --linear\n", f"      - cli: --linear\n        with_env: {entry}\n"
+        )
+        with pytest.raises(ProfileError, match=rf"demo.yaml:\d+: .*{message}"):
+            parse(bad, "demo.yaml")

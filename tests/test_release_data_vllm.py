@@ -599,3 +599,39 @@ def test_shape_rules_hold_where_the_release_raises(rule: str) -> None:
     ]
     stated = [v for v in DATA["covers"] if alignment.engine.contains(v, prereleases=True)]
     assert stated == raising, (rule, raising[0], raising[-1])
+
+
+# --- what vLLM's own code did when asked (docs/engine-oracle.md, tools/engine_agreement.py) ----
+
+
+def _without_flashinfer(cc: int) -> HostFacts:
+    host = rich_host(cc)
+    kept = {k: v for k, v in host.packages.versions.items() if not k.startswith("flashinfer")}
+    return dataclasses.replace(host, packages=dataclasses.replace(host.packages, versions=kept))
+
+
+@pytest.mark.parametrize("version", ["0.17.0", "0.18.0", "0.19.1", "0.20.0"])
+@pytest.mark.parametrize("cc", [90, 100, 120])
+def test_vllm_0_17_to_0_19_without_flashinfer_stops_in_moe_selection(version: str, cc: int) -> None:
+    # trtllm_nvfp4_moe.py imports flashinfer at top level in 0.17.0-0.19.1 and the automatic
+    # order imports it first: ModuleNotFoundError on every GPU (vLLM 0.18.0 asked for CC 9.0-12.1).
+    ev = evaluate(VLLM, _without_flashinfer(cc), override_version=version, family="moe")
+    if Version(version) >= Version("0.20"):
+        assert ev.engine_auto != "flashinfer-trtllm-moe" and ev.valid(str(ev.engine_auto))
+        return
+    assert ev.engine_auto == "flashinfer-trtllm-moe" and not ev.valid("flashinfer-trtllm-moe")
+    reasons = [p.reason for p in ev.verdicts["flashinfer-trtllm-moe"].problems()]
+    assert any("ModuleNotFoundError" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.33.0", "0.34.0"])
+def test_the_w4a16_cutedsl_knob_disables_the_w4a4_kernel(version: str) -> None:
+    # --linear-backend=flashinfer_cutedsl names both CuTe-DSL kernels, W4A4 first; vLLM 0.33.0
+    # and 0.34.0 ran the W4A16 one only with VLLM_DISABLED_KERNELS naming the W4A4 one.
+    from fp4doctor.resolve import resolve
+
+    ev = evaluate(VLLM, rich_host(100), override_version=version)
+    w4a16 = resolve(ev, prefer="flashinfer-cutedsl-w4a16")
+    assert w4a16.cli_args == (("--linear-backend", "flashinfer_cutedsl"),)
+    assert w4a16.set_env == (("VLLM_DISABLED_KERNELS", "FlashInferCuteDslNvFp4LinearKernel"),)
+    assert resolve(ev, prefer="flashinfer-cutedsl").set_env == ()
