@@ -267,8 +267,8 @@ class Report:
 
     def unmatched_ignores(self) -> list[str]:
         """The --ignore patterns that name no finding (a typo ignores nothing, in silence)."""
-        ids = {f.id for f in self.findings()}
-        return [p for p in self.question.ignore_ids() if not any(matches(i, p) for i in ids)]
+        found = self.findings()
+        return [p for p in self.question.ignore_ids() if not any(matches(f, p) for f in found)]
 
     def _blocking_outside_families(self) -> list[Finding]:
         """Failures of the host and the model: they block every family."""

@@ -117,9 +117,11 @@ class Finding:
         return data
 
 
-def matches(finding_id: str, pattern: str) -> bool:
-    """`--ignore` patterns name an id or a dotted prefix of ids (`backend.flashinfer-cudnn`)."""
-    return finding_id == pattern or finding_id.startswith(pattern + ".")
+def matches(finding: Finding, pattern: str) -> bool:
+    """`--ignore` patterns name an id, a dotted prefix of ids (`backend.flashinfer-cudnn`), or
+    the advisory a finding reports (the ids `fp4doctor advisories` lists)."""
+    fid = finding.id
+    return fid == pattern or fid.startswith(pattern + ".") or finding.advisory == pattern
 
 
 def apply_ignores(findings: Iterable[Finding], patterns: Iterable[str]) -> list[Finding]:
@@ -127,7 +129,7 @@ def apply_ignores(findings: Iterable[Finding], patterns: Iterable[str]) -> list[
     pats = [p for p in patterns if p]
     out = []
     for f in findings:
-        if f.status.blocking and any(matches(f.id, p) for p in pats):
+        if f.status.blocking and any(matches(f, p) for p in pats):
             f = replace(f, status=Status.WARN, ignored=True, reason=f"{f.reason} (ignored)")
         out.append(f)
     return out

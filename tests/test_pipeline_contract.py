@@ -692,3 +692,19 @@ def test_check_on_this_host_without_a_gpu_runs_no_live_gemm_by_default() -> None
     document = json.loads(p.stdout)
     assert not [f for f in document["findings"] if f["id"].startswith("smoke.")]
     assert document["smoke_note"].startswith("not run: no GPU here;")
+
+
+def test_an_advisory_id_as_fp4doctor_advisories_prints_it_is_ignored() -> None:
+    """`--ignore` takes the advisory ids `fp4doctor advisories` lists (issue 31), not only the
+    finding ids that carry them."""
+    advisory = "vllm-sm12x-nvfp4-cutlass-illegal-instruction"
+    base = ("check", "--facts", host("gb10"), "--engine-version", "0.15.0", "--json")
+    before = json.loads(fp4doctor(*base, "--no-smoke").stdout)
+    after_p = fp4doctor(*base, "--no-smoke", "--ignore", advisory)
+    after = json.loads(after_p.stdout)
+
+    def statuses(doc: dict[str, Any]) -> set[str]:
+        return {f["status"] for f in doc["findings"] if f.get("advisory") == advisory}
+
+    assert statuses(before) == {"fail"} and statuses(after) == {"warn"}
+    assert f"--ignore {advisory}: no finding" not in after_p.stderr.decode()

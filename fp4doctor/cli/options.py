@@ -44,7 +44,8 @@ QUESTION_OPTIONS = (
         "--ignore",
         multiple=True,
         metavar="IDS",
-        help="Downgrade these finding ids (or id prefixes, comma-separated) to warnings.",
+        help="Downgrade these finding ids (or id prefixes, or advisory ids as `fp4doctor "
+        "advisories` lists them; comma-separated) to warnings.",
     ),
     click.option(
         "--prefer", help="Backend to prefer when valid (e.g. cudnn, trtllm, cutlass, marlin)."
