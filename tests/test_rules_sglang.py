@@ -92,3 +92,13 @@ def test_trtllm_on_rtx5090_selected_by_env_fails() -> None:
     ev = judge("rtx5090", "0.5.5", SGLANG_FLASHINFER_FP4_GEMM_BACKEND="trtllm")
     f = next(f for f in ev.env_findings if f.id.endswith(".backend"))
     assert f.status is Status.FAIL and "compute capability 12.0" in f.reason
+
+
+def test_sglang_cutlass_moe_builds_its_kernels_from_0_5_10() -> None:
+    # sglang/srt/layers/moe/cutlass_moe.py imports cutlass_fp4_group_mm from sglang.jit_kernel
+    # from 0.5.10 (sgl_kernel's before): without nvcc and ninja it cannot be built.
+    host = facts.load(HOSTS / "b200-no-nvcc-no-cubin.json")
+    for version, needs in (("0.5.9", False), ("0.5.10", True), ("0.5.15.post1", True)):
+        ev = evaluate(SGLANG, host, override_version=version, family="moe")
+        ids = {p.id for p in ev.verdicts["sgl-cutlass-moe"].problems()}
+        assert any("jit_toolchain" in i for i in ids) is needs, (version, ids)
