@@ -27,7 +27,7 @@ from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
 from fp4doctor.profile.model import FAMILIES, FAMILIES_EVERY, FAMILY_TITLES, Profile
 from fp4doctor.resolve import Resolution, meant_for, resolve
-from fp4doctor.rules import EngineVersion, Evaluation, evaluate, live
+from fp4doctor.rules import EngineVersion, Evaluation, engine_version, evaluate, live
 from fp4doctor.versions import is_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
@@ -84,6 +84,9 @@ class Question:
     concurrency: int | None = None
     autotune: bool | None = None
     cuda_graphs: bool | None = None
+    # `env --cold-start fast`: the exports carry the engine's knob that skips FlashInfer's
+    # autotune, so unless --autotune says otherwise the tuned kernels' bugs are judged with it off.
+    skip_autotune: bool = False
     strict: bool = False  # an unverified verdict (a release newer than the data) is not ready
     engine: bool = True  # ask the installed engine's own selection code (fp4doctor/oracle)
 
@@ -331,6 +334,22 @@ def _prestart(question: Question) -> Prestarted | None:
     return smoke.Prestarted(allow_jit=question.allow_jit)
 
 
+def _deployment(
+    question: Question, ckpt: Checkpoint | None, prof: Profile, host: HostFacts
+) -> Deployment:
+    """What the deployment runs; with the autotune off where `skip_autotune` writes the knob."""
+    deployment = question.deployment(ckpt)
+    if not question.skip_autotune or deployment.autotune is not None:
+        return deployment
+    from fp4doctor.coldstart import rules
+
+    engine = engine_version(prof, host, question.engine_version)
+    rule = rules.load().autotune_for(prof.target, engine.version)
+    if rule is not None and rule.tunes and rule.disable_arg:
+        return replace(deployment, autotune=False)
+    return deployment
+
+
 def _diagnose(
     question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
 ) -> Report:
@@ -340,7 +359,7 @@ def _diagnose(
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
         families = [f for f in families if f in ckpt.families()] or families
-    deployment = question.deployment(ckpt)
+    deployment = _deployment(question, ckpt, prof, host)
     statics = [
         evaluate(
             prof,

@@ -217,7 +217,7 @@ def rows(release: str, flashinfer: bool, evs: list[Evaluation], got: EngineAnswe
             engine = f"raises {answer.raised}" if answer.raised else str(answer.backend)
         rules = ev.engine_as_set
         # The rules agree with an engine that raises when they say its pick cannot run here.
-        fails_too = answer is not None and answer.raised and rules and not ev.valid(rules)
+        fails_too = bool(answer and answer.raised and rules and not ev.valid(rules))
         knobbed = [c for c in cases if c.label != AS_SET]
         missed = []
         for c in knobbed:
@@ -233,7 +233,7 @@ def rows(release: str, flashinfer: bool, evs: list[Evaluation], got: EngineAnswe
                 ev.family,
                 rules,
                 engine,
-                engine == str(rules) or bool(fails_too),
+                engine == str(rules) or fails_too,
                 len(knobbed),
                 len(knobbed) - len(missed),
                 tuple(missed),

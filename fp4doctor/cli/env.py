@@ -56,11 +56,7 @@ def env(
 
     if shell not in FORMATS:
         raise UserError(f"unknown --shell {shell!r} (valid: {', '.join(FORMATS)})")
-    report = ask(replace(q, smoke=smoke))
-    if cold_start == "fast" and q.autotune is None and _skips_autotune(report):
-        # The exports will switch the engine's FlashInfer autotune off: the known bugs of the
-        # tuned kernels are judged with it off (their trigger is ruled out by what is written).
-        report = ask(replace(q, smoke=smoke, autotune=False))
+    report = ask(replace(q, smoke=smoke, skip_autotune=cold_start == "fast"))
     try:
         settle(report, "nothing to export")
     except SystemExit as stop:
@@ -94,14 +90,6 @@ def env(
         )
     note(using(report))
     write(text, kind="json" if shell == "json" else "exact")
-
-
-def _skips_autotune(report: Report) -> bool:
-    """Whether `--cold-start fast` writes the knob that skips the engine's FlashInfer autotune."""
-    from fp4doctor.coldstart import rules
-
-    rule = rules.load().autotune_for(report.profile.target, report.engine.version)
-    return rule is not None and rule.tunes and bool(rule.disable_arg)
 
 
 def _cold_start(

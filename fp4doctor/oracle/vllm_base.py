@@ -1,7 +1,8 @@
 """What every vLLM adapter shares: the capability stub, the environment and argument parsing of
 one case, the MoE layer's configuration, and vLLM's kernel names in fp4doctor's words.
 
-Imported only in the oracle worker, under the engine's interpreter (torch and vLLM here).
+Its functions run only in the oracle worker, under the engine's interpreter (torch and vLLM
+there, imported inside them); at import it needs neither, so verify-log reads its name tables.
 Read from the released wheels 0.18.0, 0.24.0, 0.33.0 and 0.34.0:
 - vllm/platforms/__init__.py: `current_platform` is resolved lazily and can be assigned
   (`__setattr__`), so the stub is in place before any selection module reads it;
