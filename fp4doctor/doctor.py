@@ -439,7 +439,10 @@ def _ask_engine(
     except OSError:
         driver_gpus = False
     return query.start(
-        statics, stub=bool(question.facts_file) or not driver_gpus, weight_only=weight_only
+        statics,
+        stub=bool(question.facts_file) or not driver_gpus,
+        weight_only=weight_only,
+        model=ckpt.config if ckpt is not None else None,
     )
 
 

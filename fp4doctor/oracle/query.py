@@ -40,8 +40,10 @@ TIMEOUT_S = 600.0
 """The worker's whole budget: `import torch` and the engine's selection modules measured
 20-150 s on the 2-core CPU host (vLLM 0.34.0's kernel registry pulls in torch._dynamo and
 transformers), well under a second per case after that."""
-ENGINES = {"vllm": "vllm"}  # target -> the worker's --engine (the engines it can ask)
-_SOURCE = "vllm-project/vllm released wheels 0.18.0, 0.24.0, 0.33.0, 0.34.0 (fp4doctor/oracle)"
+ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # target -> the worker's --engine
+WEIGHT_ONLY = {"vllm"}
+"""The engines whose adapters ask the weight-only (W4A16) linear selection too (SGLang's
+follows --fp4-gemm-backend, asked as the W4A4 one is)."""
 
 
 def engine_python(env: Mapping[str, str] | None = None) -> str:
@@ -97,19 +99,26 @@ def cases_for(evaluation: Evaluation, weight_only: bool = False) -> list[Case]:
 
 
 def start(
-    evaluations: Sequence[Evaluation], *, stub: bool, weight_only: bool = False
+    evaluations: Sequence[Evaluation],
+    *,
+    stub: bool,
+    weight_only: bool = False,
+    model: Mapping[str, object] | None = None,
 ) -> Asking | None:
     """Ask the engine the evaluations judge, in the background, when it can be asked here: it
     is installed, fp4doctor has an adapter for it, and there are GPUs (this host's, or a facts
     file's) to ask for. `stub`: answer the engine's capability query with each case's compute
     capability (a host without GPUs, or a facts file: another host's GPUs). `weight_only`:
-    the model has weight-only (W4A16) linear layers, asked as such too."""
+    the model has weight-only (W4A16) linear layers, asked as such too. `model`: its
+    config.json, for an engine whose resolution reads the model (SGLang's per-model
+    overrides)."""
     first = evaluations[0]
     prof = first.profile
     engine = ENGINES.get(prof.target)
     if engine is None or not first.facts.gpus or not installed(prof.engine.package):
         return None
-    cases = [c for e in evaluations for c in cases_for(e, weight_only)]
+    a16 = weight_only and engine in WEIGHT_ONLY
+    cases = [c for e in evaluations for c in cases_for(e, a16)]
     return Asking(
         engine,
         prof.title,
@@ -119,6 +128,7 @@ def start(
         package=prof.engine.package,
         packages=sorted(prof.packages()),
         env=None,
+        model=model,
     )
 
 
@@ -136,9 +146,11 @@ class Asking:
         packages: Sequence[str] = (),
         stub: bool,
         env: Mapping[str, str] | None = None,
+        model: Mapping[str, object] | None = None,
         timeout_s: float = TIMEOUT_S,
     ) -> None:
         self.engine, self.title, self.judged = engine, title, judged
+        self.model = dict(model) if model is not None else None
         self.package = package
         self.packages = tuple(packages)
         self.cases = tuple(cases)
@@ -185,8 +197,8 @@ class Asking:
         # downloads off); on a host with GPUs the engine sees the first one, as it would.
         visible = self.env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] if not self.stub else ""
         worker = _Worker(cmd, worker_env(self.env, visible, False), job_on_stdin=True)
-        job = json.dumps({"cases": [c.to_dict() for c in self.cases]}) + "\n"
-        try:  # read by the worker once its imports are done
+        job = json.dumps({"cases": [c.to_dict() for c in self.cases], "model": self.model}) + "\n"
+        try:  # read by the worker as it starts
             assert worker.proc.stdin is not None
             worker.proc.stdin.write(job.encode())
             worker.proc.stdin.close()
@@ -258,6 +270,7 @@ def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
         "python": sys.executable,
         "stub": asking.stub,
         "cases": [c.key for c in asking.cases],
+        "model": asking.model,
         "env": {k: v for k, v in sorted(asking.env.items()) if k.startswith(_ENV_PREFIXES)},
     }
     # The entry's name is made from its kind: a digest keeps it a short plain name (the question

@@ -10,6 +10,7 @@ Worker side only (torch and vLLM are imported here)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from fp4doctor.oracle import vllm_base
@@ -31,6 +32,7 @@ class Session(vllm_base.Session):
         return str(self.select().value)
 
 
-def prepare(stub: bool) -> Session:
-    """Import vLLM's selection code; raises what the import raises (ImportError, OSError)."""
+def prepare(stub: bool, model: Mapping[str, Any] | None = None) -> Session:
+    """Import vLLM's selection code; raises what the import raises (ImportError, OSError).
+    `model` is not read: the selection asked takes no model."""
     return Session(stub)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fp4doctor.oracle import vllm_base
@@ -42,6 +42,7 @@ class Session(vllm_base.Session):
         return type(self.init_kernel(use_a16=case.a16)).__name__
 
 
-def prepare(stub: bool) -> Session:
-    """Import vLLM's selection code; raises what the import raises (ImportError, OSError)."""
+def prepare(stub: bool, model: Mapping[str, Any] | None = None) -> Session:
+    """Import vLLM's selection code; raises what the import raises (ImportError, OSError).
+    `model` is not read: the selection asked takes no model."""
     return Session(stub)

@@ -17,17 +17,12 @@ Read from the released wheels 0.18.0, 0.24.0, 0.33.0 and 0.34.0:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import io
-import os
-import sys
 import typing
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from fp4doctor.oracle import engine_side
 from fp4doctor.oracle.answers import Answer, Case
 
 # vLLM's linear kernel (0.24+: class name; 0.18-0.23: NvFp4LinearBackend value) -> fp4doctor.
@@ -98,40 +93,9 @@ def stub_platform() -> None:
 
 
 def set_capability(cc: tuple[int, int]) -> None:
-    """Point the stub at `cc`, and empty the engine's memoised answers (functools caches of
-    vLLM's modules: `cutlass_fp4_supported`, the capability family tests) so that nothing
-    computed for the last case's capability answers this one."""
+    """Point the stub at `cc`, and forget what vLLM memoised for the last case's capability."""
     _CAPABILITY[0] = cc
-    for module in list(sys.modules.values()):
-        if not getattr(module, "__name__", "").startswith("vllm"):
-            continue
-        for value in list(vars(module).values()):
-            if isinstance(value, functools._lru_cache_wrapper):
-                value.cache_clear()
-            elif isinstance(value, type) and value.__module__ == module.__name__:
-                for attr in list(vars(value).values()):
-                    inner = getattr(attr, "__func__", attr)
-                    if isinstance(inner, functools._lru_cache_wrapper):
-                        inner.cache_clear()
-
-
-@contextlib.contextmanager
-def environment(case: Case) -> Iterator[None]:
-    """The case's variables set and unset for the duration of the question (vLLM's `envs`
-    reads os.environ when asked)."""
-    saved = dict(os.environ)
-    for name in case.unset_env:
-        os.environ.pop(name, None)
-    os.environ.update(dict(case.set_env))
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-class ParserRefused(ValueError):
-    """vLLM's own argument parser refuses the case's arguments (argparse exits with 2)."""
+    engine_side.forget_memoised("vllm")
 
 
 def engine_args(args: tuple[str, ...]) -> Any:
@@ -140,13 +104,9 @@ def engine_args(args: tuple[str, ...]) -> Any:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            namespace = parser.parse_args(["--model", "fp4doctor-oracle", *args])
-    except SystemExit:
-        lines = [line for line in said.getvalue().splitlines() if line.strip()]
-        raise ParserRefused(lines[-1] if lines else f"argument parser exits on {args}") from None
+    namespace = engine_side.parsed(
+        lambda: parser.parse_args(["--model", "fp4doctor-oracle", *args]), args
+    )
     return EngineArgs.from_cli_args(namespace)
 
 
@@ -256,7 +216,7 @@ class Session:
     def ask(self, case: Case) -> Answer:
         if self.stub:
             set_capability(case.cc)
-        with environment(case):
+        with engine_side.environment(case):
             args = engine_args(case.args)
             with self.configured(args) as config:
                 if case.family == "moe":

@@ -1,9 +1,10 @@
-"""The oracle worker: `python -m fp4doctor.oracle.worker --engine vllm [--stub]`.
+"""The oracle worker: `python -m fp4doctor.oracle.worker --engine vllm|sglang [--stub]`.
 
 Run by the engine's interpreter (`query.engine_python`), in its own process group, by
-`oracle.query`. It imports the engine's own selection code (seconds: torch and the engine),
-then reads one JSON line from stdin, `{"cases": [...]}`, and answers each case on the protocol
-pipe (its stdout, moved to a private descriptor as the smoke worker does):
+`oracle.query`. It reads one JSON line from stdin, `{"cases": [...], "model": {...}}` (the
+model's config.json, when --model gave one), imports the engine's own selection code (seconds:
+torch and the engine), and answers each case on the protocol pipe (its stdout, moved to a
+private descriptor as the smoke worker does):
 
     {"event": "hello", "engine": "vllm", "version": "0.34.0", "adapter": "vllm_0_24"}
     {"event": "unasked", "reason": "..."}          (instead of hello: the engine cannot be asked)
@@ -11,9 +12,10 @@ pipe (its stdout, moved to a private descriptor as the smoke worker does):
     {"event": "answer", "key": "...", "raised": "ValueError", "message": "..."}
     {"event": "done"}
 
-With `--stub` (a host with no GPU, or a facts file judged: another host's GPUs) the engine's
-platform is told the compute capability of each case through its capability query only
-(`vllm_base.stub_platform`); nothing else of the engine is replaced.
+With `--stub` (a host with no GPU, or a facts file judged: another host's GPUs) the engine is
+told the compute capability of each case through its device queries only (vLLM's platform,
+`vllm_base.stub_platform`; torch.cuda's for SGLang, `sglang_base.stub_torch_cuda`); nothing
+else of the engine is replaced.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from fp4doctor.smoke.worker import Channel, _die_with_parent
 ADAPTERS: tuple[tuple[str, str, str], ...] = (
     ("vllm", "0.18.0", "fp4doctor.oracle.vllm_0_18"),
     ("vllm", "0.24.0", "fp4doctor.oracle.vllm_0_24"),
+    ("sglang", "0.5.16", "fp4doctor.oracle.sglang_0_5_16"),
+    ("sglang", "0.5.19", "fp4doctor.oracle.sglang_0_5_19"),
 )
-PACKAGES = {"vllm": "vllm"}  # engine -> the distribution whose version picks the adapter
+PACKAGES = {"vllm": "vllm", "sglang": "sglang"}  # engine -> the distribution that picks it
 
 
 class Session(Protocol):
@@ -55,7 +59,9 @@ def adapter_for(engine: str, version: str) -> str | None:
     return found
 
 
-def _prepare(engine: str, stub: bool) -> tuple[str, str, Session] | str:
+def _prepare(
+    engine: str, stub: bool, model: dict[str, object] | None
+) -> tuple[str, str, Session] | str:
     """(version, adapter, session), or the reason the engine cannot be asked."""
     from importlib import metadata
 
@@ -68,7 +74,7 @@ def _prepare(engine: str, stub: bool) -> tuple[str, str, Session] | str:
         oldest = min((lo for e, lo, _ in ADAPTERS if e == engine), default="?")
         return f"{version}: fp4doctor asks releases from {oldest} on"
     try:
-        session: Session = importlib.import_module(module).prepare(stub)
+        session: Session = importlib.import_module(module).prepare(stub, model)
     except Exception as exc:  # the engine's internals moved, or its extension does not load
         return f"{version}: {_one_line(exc)} ({_where(exc)})"
     return version, module.rsplit(".", 1)[1], session
@@ -130,16 +136,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     proto = Channel()
     _die_with_parent(args.parent_pid)
-    prepared = _prepare(args.engine, args.stub)
+    line = sys.stdin.readline()  # written by the parent as it starts the worker
+    job = json.loads(line) if line else {}
+    model = job.get("model")
+    prepared = _prepare(args.engine, args.stub, model if isinstance(model, dict) else None)
     if isinstance(prepared, str):
         proto.send("unasked", reason=prepared)
         proto.send("done")
         return 0
     version, adapter, session = prepared
     proto.send("hello", engine=args.engine, version=version, adapter=adapter)
-    line = sys.stdin.readline()
-    cases = json.loads(line).get("cases", []) if line else []
-    for data in cases:
+    for data in job.get("cases", []):
         case = case_from_dict(data)
         proto.send("answer", **answer(session, case).to_dict())
     proto.send("done")

@@ -1,0 +1,159 @@
+"""What every SGLang adapter shares: the device stub, the model a case is asked for, the
+server arguments through SGLang's own parser and resolution, the NVFP4 MoE method's own
+runner choice, and SGLang's backend names in fp4doctor's words.
+
+Its functions run only in the oracle worker, under the engine's interpreter (torch and SGLang
+there, imported inside them); at import it needs neither. Read from the released wheels
+0.5.16, 0.5.19 and 0.5.23:
+- SGLang asks torch for the device (sglang/srt/utils/common.py `get_device_capability`,
+  sgl_kernel/load_utils.py `_get_compute_capability`, sglang/srt/platforms/cuda.py), so on a
+  host without a GPU the stub answers torch.cuda's device queries: the capability, the name,
+  the count, and the memory its resolution sizes the KV cache from
+  (sglang/srt/utils/common.py `get_device_memory_capacity`). Nothing of SGLang is replaced;
+- sglang/srt/server_args.py `prepare_server_args(argv)`: SGLang's own parser, then its
+  resolution (the per-model overrides that pick the MoE runner, e.g. flashinfer_trtllm for
+  DeepSeek and Qwen3-MoE on SM100);
+- sglang/srt/layers/quantization/fp4_utils.py `initialize_fp4_gemm_config` then
+  `get_fp4_gemm_runner_backend()` (auto: flashinfer_cutedsl on SM100, marlin on SM80-SM90,
+  flashinfer_cutlass otherwise), as the scheduler calls them (sglang/srt/managers/scheduler.py);
+- sglang/srt/layers/quantization/modelopt_quant.py `ModelOptNvFp4FusedMoEMethod`: its
+  constructor refuses a GPU below Blackwell unless Marlin, and `create_moe_runner` resolves
+  auto (marlin on SM80-SM9x, flashinfer_trtllm otherwise) into its `_moe_runner_backend`.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fp4doctor.oracle import engine_side
+from fp4doctor.oracle.answers import Answer, Case
+
+# sglang/srt/layers/quantization/fp4_utils.py Fp4GemmRunnerBackend values -> fp4doctor.
+LINEAR_NAMES = {
+    "flashinfer_cudnn": "flashinfer-cudnn",
+    "flashinfer_cutedsl": "flashinfer-cutedsl",
+    "flashinfer_cutlass": "flashinfer-cutlass",
+    "flashinfer_trtllm": "flashinfer-trtllm",
+    "cutlass": "sgl-cutlass",
+    "marlin": "marlin",
+}
+# sglang/srt/layers/moe/utils.py MoeRunnerBackend values -> fp4doctor (the NVFP4 ones).
+MOE_NAMES = {
+    "flashinfer_trtllm": "flashinfer-trtllm-moe",
+    "flashinfer_cutlass": "flashinfer-cutlass-moe",
+    "flashinfer_cutedsl": "flashinfer-cutedsl-moe",
+    "cutlass": "sgl-cutlass-moe",
+    "marlin": "marlin-moe",
+}
+
+# The models asked when --model gives none: a ModelOpt NVFP4 checkpoint's config.json, dense
+# (Llama) for the linear layers and MoE (Mixtral: no per-model override of the MoE runner in
+# the releases read) for the experts.
+_QUANT = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+          "exclude_modules": ["lm_head"]}  # fmt: skip
+_COMMON = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": 8192,
+           "torch_dtype": "bfloat16", "quantization_config": _QUANT}  # fmt: skip
+DENSE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+         "intermediate_size": 14336, **_COMMON}  # fmt: skip
+MOE = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+       "intermediate_size": 14336, "num_local_experts": 8, "num_experts_per_tok": 2,
+       **_COMMON}  # fmt: skip
+
+_CAPABILITY: list[tuple[int, int]] = [(0, 0)]  # the case being asked (the stub reads it)
+_STUB_NAME = "fp4doctor capability stub"
+_STUB_MEMORY = 192 * 2**30  # FAKE: a B200's 192 GiB, which SGLang sizes its KV cache from
+
+
+def stub_torch_cuda() -> None:
+    """Make torch report one CUDA device with the case's compute capability (a host with no
+    GPU: FAKE device queries only; SGLang's code runs as it is)."""
+    import torch
+
+    cuda = torch.cuda
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: 1
+    cuda.current_device = lambda: 0
+    cuda.get_device_capability = lambda device=None: _CAPABILITY[0]
+    cuda.get_device_name = lambda device=None: _STUB_NAME
+    cuda.mem_get_info = lambda device=None: (_STUB_MEMORY, _STUB_MEMORY)
+    cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
+        major=_CAPABILITY[0][0],
+        minor=_CAPABILITY[0][1],
+        name=_STUB_NAME,
+        total_memory=_STUB_MEMORY,
+        multi_processor_count=148,
+    )
+
+
+def model_dir(config: Mapping[str, Any], where: Path) -> str:
+    """A directory holding `config` as config.json, as SGLang's --model-path reads it (the
+    quantization config a ModelOpt checkpoint keeps in hf_quant_config.json added when
+    config.json lacks one)."""
+    where.mkdir(parents=True, exist_ok=True)
+    data = dict(config)
+    data.setdefault("quantization_config", _QUANT)
+    (where / "config.json").write_text(json.dumps(data))
+    return str(where)
+
+
+class Session:
+    """SGLang's selection code, imported (with the device stub in place when asked); an adapter
+    says how its release hands the parsed arguments to the selection (`publish`)."""
+
+    def __init__(self, stub: bool, model: Mapping[str, Any] | None) -> None:
+        self.stub = stub
+        if stub:
+            stub_torch_cuda()
+        self._tmp = tempfile.TemporaryDirectory(prefix="fp4doctor-sglang-")
+        root = Path(self._tmp.name)
+        self.models = {
+            "linear": model_dir(model or DENSE, root / "linear"),
+            "moe": model_dir(model or MOE, root / "moe"),
+        }
+        from sglang.srt.layers.quantization import fp4_utils, modelopt_quant
+        from sglang.srt.server_args import prepare_server_args
+
+        self.fp4 = fp4_utils
+        self.modelopt = modelopt_quant
+        self.prepare_server_args = prepare_server_args
+
+    def publish(self, server_args: Any) -> None:
+        """Hand the resolved arguments to SGLang's MoE and FP4 GEMM configuration, as its
+        scheduler process does before it builds the model."""
+        raise NotImplementedError
+
+    def ask(self, case: Case) -> Answer:
+        if case.a16:
+            raise LookupError("this adapter asks SGLang for W4A4 layers only")
+        if self.stub:
+            _CAPABILITY[0] = case.cc
+            engine_side.forget_memoised("sglang")
+        with engine_side.environment(case):
+            argv = ["--model-path", self.models[case.family], *case.args]
+            server_args = engine_side.parsed(lambda: self.prepare_server_args(argv), case.args)
+            self.publish(server_args)
+            if case.family == "moe":
+                return self._moe(case)
+            name = str(self.fp4.get_fp4_gemm_runner_backend().value)
+            return Answer(case.key, engine_name=name, backend=LINEAR_NAMES.get(name))
+
+    def _moe(self, case: Case) -> Answer:
+        """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16)."""
+        import torch
+        from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
+
+        quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
+        method = self.modelopt.ModelOptNvFp4FusedMoEMethod(quant)
+        config = MoeRunnerConfig(num_experts=8, num_local_experts=8, hidden_size=4096,
+                                 intermediate_size_per_partition=2048, top_k=2,
+                                 params_dtype=torch.bfloat16)  # fmt: skip
+        layer = torch.nn.Module()
+        method.create_moe_runner(layer, config)
+        name = str(method._moe_runner_backend.value)  # what create_moe_runner resolved
+        return Answer(case.key, engine_name=name, backend=MOE_NAMES.get(name))
