@@ -60,7 +60,10 @@ class Resolution:
 
     @property
     def cli_args(self) -> tuple[tuple[str, str], ...]:
-        return self._setting(KNOB_CLI)
+        """The flags to pass: a CLI knob's own, and those it is written with."""
+        if self.knob is None or self.chosen is None:
+            return ()
+        return (*self._setting(KNOB_CLI), *self.knob.args_for(self.chosen))
 
     @property
     def config(self) -> tuple[tuple[str, str], ...]:

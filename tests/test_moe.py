@@ -353,3 +353,41 @@ def test_with_env_names_a_value_of_its_knob_and_a_valid_variable() -> None:
         )
         with pytest.raises(ProfileError, match=rf"demo.yaml:\d+: .*{message}"):
             parse(bad, "demo.yaml")
+
+
+def test_with_args_names_a_value_of_a_cli_knob_and_a_flag() -> None:
+    """`with_args` (per backend) is written with a CLI knob when it selects that backend only."""
+    good = DEMO.replace(
+        "      - cli: --linear\n",
+        "      - cli: --linear\n        with_args: {slow: {--quantization: fp4}}\n",
+    )
+    knob = parse(good, "demo.yaml").eras[1].knobs[0]
+    assert knob.args_for("slow") == (("--quantization", "fp4"),) and knob.args_for("fast") == ()
+    for entry, message in (
+        ("{nope: {--q: a}}", "names no value"),
+        ("{slow: {quantization: a}}", "not a command-line flag"),
+    ):
+        bad = DEMO.replace(
+            "      - cli: --linear\n", f"      - cli: --linear\n        with_args: {entry}\n"
+        )
+        with pytest.raises(ProfileError, match=rf"demo.yaml:\d+: .*{message}"):
+            parse(bad, "demo.yaml")
+
+
+def test_sglang_cutedsl_moe_knob_gives_the_quantization_sglang_asserts() -> None:
+    """SGLang 0.5.11+ asserts `--quantization modelopt_fp4` with `--moe-runner-backend
+    flashinfer_cutedsl` (asked of the real 0.5.16 and 0.5.23: AssertionError without it); 0.5.10
+    has no such assert, and no other MoE backend gets the flag."""
+    from fp4doctor.resolve import resolve
+    from fp4doctor.rules import evaluate
+
+    host = facts.load(HOSTS / "b200.json")
+    prof = profile.load("sglang")
+    cases = (("0.5.23", True), ("0.5.16", True), ("0.5.11", True), ("0.5.10", False))
+    for version, written in cases:
+        ev = evaluate(prof, host, override_version=version, family="moe")
+        r = resolve(ev, prefer="flashinfer-cutedsl-moe")
+        assert r.chosen == "flashinfer-cutedsl-moe", version
+        assert (("--quantization", "modelopt_fp4") in r.cli_args) is written, (version, r.cli_args)
+        other = resolve(ev, prefer="flashinfer-cutlass-moe")
+        assert all(flag != "--quantization" for flag, _ in other.cli_args), version

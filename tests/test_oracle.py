@@ -146,6 +146,41 @@ def test_an_engine_that_cannot_be_asked_leaves_the_rules_answer_marked_unverifie
     assert "unverified" in finding.reason
 
 
+def test_each_release_is_asked_by_the_adapter_that_read_it() -> None:
+    from fp4doctor.oracle.worker import adapter_for
+
+    assert adapter_for("vllm", "0.17.1") is None
+    assert adapter_for("vllm", "0.23.0") == "fp4doctor.oracle.vllm_0_18"
+    assert adapter_for("vllm", "0.35.0") == "fp4doctor.oracle.vllm_0_24"  # newer: the newest
+    assert adapter_for("sglang", "0.5.15.post1") is None
+    assert adapter_for("sglang", "0.5.18") == "fp4doctor.oracle.sglang_0_5_16"
+    assert adapter_for("sglang", "0.5.23") == "fp4doctor.oracle.sglang_0_5_19"
+
+
+def test_sglang_is_asked_for_the_model_given_and_not_for_weight_only_layers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SGLang's resolution reads the model (its per-model overrides pick the MoE runner): the
+    model's config.json goes to the worker with the job; its W4A16 linears follow
+    --fp4-gemm-backend, so no separate weight-only case is asked. The worker is not started
+    (Asking's thread is replaced: no SGLang here)."""
+    started: list[query.Asking] = []
+    monkeypatch.setattr(query, "installed", lambda package: True)
+    monkeypatch.setattr(query.Asking, "_run", lambda self: started.append(self))
+    host = facts.load(HOSTS / "b200.json")
+    ev = evaluate(profile.load("sglang"), host, override_version="0.5.23", family="linear")
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}
+    asking = query.start([ev], stub=True, weight_only=True, model=config)
+    assert asking is not None and asking.engine == "sglang"
+    asking._thread.join()
+    assert started == [asking] and asking.model == config
+    assert asking.cases and not any(c.a16 for c in asking.cases)
+    vllm_ev = judged("b200-vllm-0.33", "0.33.0", "linear")
+    vllm_asking = query.start([vllm_ev], stub=True, weight_only=True)
+    assert vllm_asking is not None and any(c.a16 for c in vllm_asking.cases)
+    vllm_asking._thread.join()
+
+
 # --- the worker, with no engine installed (the real worker, the real interpreter) -------------
 
 

@@ -1,16 +1,17 @@
-"""The rules' predictions beside real vLLM releases' own answers, release x compute capability x
-FlashInfer present/absent, on a CPU host.
+"""The rules' predictions beside real vLLM and SGLang releases' own answers, release x compute
+capability x FlashInfer present/absent, on a CPU host.
 
-    python tools/engine_agreement.py [--venvs DIR] [--json OUT] [RELEASE ...]
+    python tools/engine_agreement.py [--venvs DIR] [--json OUT] [ENGINE-RELEASE ...]
 
-Each release is a real `pip install vllm==V` in DIR/vllm-V (`.ci/run` and tests/test_engine.py
-build them). Its own selection code is asked through fp4doctor's oracle worker with the
-capability query stubbed; the compiled extension loads against a stub libcuda.so.1 built here
-with gcc, whose every entry point answers CUDA_ERROR_NO_DEVICE (a FAKE standing for the NVIDIA
-driver, which a CPU host lacks; nothing of it is called by the selection code). FlashInfer
-absent is the same venv with `flashinfer` hidden from the worker's imports (a sitecustomize on
-its path: another FAKE, for an install without FlashInfer). The rules judge the facts the
-venv's own interpreter probes (its packages, this host's toolchain), with the one GPU asked.
+Each release is a real `pip install vllm==V` (or `sglang==V`) in DIR/vllm-V (DIR/sglang-V;
+tools/engine_venvs.sh builds them). Its own selection code is asked through fp4doctor's oracle
+worker with the device queries stubbed; the compiled extensions load against a stub
+libcuda.so.1 built here with gcc, whose every entry point answers CUDA_ERROR_NO_DEVICE (a FAKE
+standing for the NVIDIA driver, which a CPU host lacks; nothing of it is called by the
+selection code). FlashInfer absent is the same venv with `flashinfer` hidden from the worker's
+imports (a sitecustomize on its path: another FAKE, for an install without FlashInfer); SGLang
+is asked with FlashInfer only, a dependency of every release asked. The rules judge the facts
+the venv's own interpreter probes (its packages, this host's toolchain), with the one GPU asked.
 """
 
 from __future__ import annotations
@@ -33,7 +34,18 @@ from fp4doctor.oracle import query  # noqa: E402
 from fp4doctor.oracle.answers import AS_SET, EngineAnswers  # noqa: E402
 from fp4doctor.rules import Evaluation, evaluate  # noqa: E402
 
-RELEASES = ("0.18.0", "0.24.0", "0.33.0", "0.34.0")
+RELEASES = (
+    ("vllm", "0.18.0"),
+    ("vllm", "0.24.0"),
+    ("vllm", "0.33.0"),
+    ("vllm", "0.34.0"),
+    ("sglang", "0.5.16"),
+    ("sglang", "0.5.23"),
+)
+# FlashInfer present (True) and absent (False) per engine: sglang requires flashinfer-python
+# (Requires-Dist in every wheel asked), so it is asked with FlashInfer only.
+FLASHINFER_CASES = {"vllm": (True, False), "sglang": (True,)}
+TITLES = {"vllm": "vLLM", "sglang": "SGLang"}
 CAPABILITIES = ((9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 FAMILIES = ("linear", "moe")
 FLASHINFER = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
@@ -94,8 +106,8 @@ importlib.metadata.MetadataPathFinder.find_distributions = classmethod(find_dist
 '''
 
 
-def venv_python(venvs: Path, release: str) -> Path:
-    return venvs / f"vllm-{release}" / "bin" / "python"
+def venv_python(venvs: Path, engine: str, release: str) -> Path:
+    return venvs / f"{engine}-{release}" / "bin" / "python"
 
 
 def stub_driver(where: Path) -> Path:
@@ -111,10 +123,10 @@ def stub_driver(where: Path) -> Path:
     return where
 
 
-def probed(python: Path) -> facts.HostFacts:
+def probed(python: Path, engine: str) -> facts.HostFacts:
     """The facts the venv's interpreter probes (this host's toolchain), with the version of
-    every distribution the vLLM profile reads as installed there (`probe` alone reads a fixed
-    list; `check` adds the profile's own, as here)."""
+    every distribution the engine's profile reads as installed there (`probe` alone reads a
+    fixed list; `check` adds the profile's own, as here)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [str(python), "-m", "fp4doctor", "probe", "--json"],
@@ -129,7 +141,7 @@ def probed(python: Path) -> facts.HostFacts:
         base = facts.load(handle.name)
     finally:
         os.unlink(handle.name)
-    names = sorted(profile.load("vllm").packages())
+    names = sorted(profile.load(engine).packages())
     script = (
         "import json, sys\nfrom importlib import metadata\nfound = {}\n"
         "for name in sys.argv[1:]:\n"
@@ -169,8 +181,10 @@ def host_for(base: facts.HostFacts, cc: tuple[int, int], flashinfer: bool) -> fa
     )
 
 
-def evaluations(base: facts.HostFacts, release: str, flashinfer: bool) -> list[Evaluation]:
-    prof = profile.load("vllm")
+def evaluations(
+    base: facts.HostFacts, engine: str, release: str, flashinfer: bool
+) -> list[Evaluation]:
+    prof = profile.load(engine)
     return [
         evaluate(prof, host_for(base, cc, flashinfer), override_version=release, family=family)
         for cc in CAPABILITIES
@@ -179,7 +193,12 @@ def evaluations(base: facts.HostFacts, release: str, flashinfer: bool) -> list[E
 
 
 def ask(
-    python: Path, driver: Path, hide: Path | None, release: str, evs: list[Evaluation]
+    python: Path,
+    driver: Path,
+    hide: Path | None,
+    engine: str,
+    release: str,
+    evs: list[Evaluation],
 ) -> EngineAnswers:
     """One worker under the release's interpreter answers every case of `evs`."""
     env = dict(os.environ)
@@ -187,12 +206,15 @@ def ask(
     env["LD_LIBRARY_PATH"] = str(driver)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(hide or ""), str(ROOT)) if p)
     cases = [c for e in evs for c in query.cases_for(e)]
-    asking = query.Asking("vllm", "vLLM", release, cases, stub=True, package="vllm", env=env)
+    asking = query.Asking(
+        engine, TITLES[engine], release, cases, stub=True, package=engine, env=env
+    )
     return asking.answers()
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
+    target: str  # 'vllm', 'sglang'
     release: str
     flashinfer: bool
     cc: str
@@ -205,7 +227,9 @@ class Row:
     missed: tuple[str, ...]  # knob sets the engine does not honour: 'label: what it did'
 
 
-def rows(release: str, flashinfer: bool, evs: list[Evaluation], got: EngineAnswers) -> list[Row]:
+def rows(
+    target: str, release: str, flashinfer: bool, evs: list[Evaluation], got: EngineAnswers
+) -> list[Row]:
     out = []
     for ev in evs:
         cases = query.cases_for(ev)
@@ -227,6 +251,7 @@ def rows(release: str, flashinfer: bool, evs: list[Evaluation], got: EngineAnswe
         cc = ev.facts.gpus[0]
         out.append(
             Row(
+                target,
                 release,
                 flashinfer,
                 f"{cc.cc_major}.{cc.cc_minor}",
@@ -242,25 +267,28 @@ def rows(release: str, flashinfer: bool, evs: list[Evaluation], got: EngineAnswe
     return out
 
 
-def run(venvs: Path, releases: Iterable[str], cases: Iterable[bool] = (True, False)) -> list[Row]:
+def run(
+    venvs: Path, releases: Iterable[tuple[str, str]], cases: Iterable[bool] = (True, False)
+) -> list[Row]:
     out: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         driver = stub_driver(Path(tmp))
         hide = Path(tmp) / "hide"
         hide.mkdir()
         (hide / "sitecustomize.py").write_text(HIDE_FLASHINFER)
-        for release in releases:
-            python = venv_python(venvs, release)
+        for engine, release in releases:
+            python = venv_python(venvs, engine, release)
             if not python.exists():
                 print(f"{python}: not installed, skipped", file=sys.stderr)
                 continue
-            base = probed(python)
-            for flashinfer in cases:
-                evs = evaluations(base, release, flashinfer)
-                got = ask(python, driver, None if flashinfer else hide, release, evs)
-                out += rows(release, flashinfer, evs, got)
+            base = probed(python, engine)
+            for flashinfer in (c for c in cases if c in FLASHINFER_CASES[engine]):
+                evs = evaluations(base, engine, release, flashinfer)
+                got = ask(python, driver, None if flashinfer else hide, engine, release, evs)
+                out += rows(engine, release, flashinfer, evs, got)
                 print(
-                    f"vLLM {release}, FlashInfer {'present' if flashinfer else 'absent'}: "
+                    f"{TITLES[engine]} {release}, "
+                    f"FlashInfer {'present' if flashinfer else 'absent'}: "
                     f"{sum(r.agree for r in out[-len(evs) :])}/{len(evs)} agree",
                     file=sys.stderr,
                 )
@@ -269,13 +297,14 @@ def run(venvs: Path, releases: Iterable[str], cases: Iterable[bool] = (True, Fal
 
 def markdown(found: list[Row]) -> str:
     lines = [
-        "| vLLM | FlashInfer | CC | family | rules predict | vLLM's own code | agree "
+        "| engine | FlashInfer | CC | family | rules predict | the engine's own code | agree "
         "| knob sets honoured |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in found:
         lines.append(
-            f"| {r.release} | {'yes' if r.flashinfer else 'no'} | {r.cc} | {r.family} | "
+            f"| {TITLES[r.target]} {r.release} | {'yes' if r.flashinfer else 'no'} | {r.cc} | "
+            f"{r.family} | "
             f"{r.rules} | {r.engine} | {'yes' if r.agree else '**no**'} | "
             f"{r.honoured}/{r.knob_sets} |"
         )
@@ -284,20 +313,32 @@ def markdown(found: list[Row]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("releases", nargs="*", default=list(RELEASES))
     parser.add_argument(
-        "--venvs", type=Path, default=Path(os.environ.get("FP4DOCTOR_VLLM_VENVS", "/work/venvs"))
+        "releases",
+        nargs="*",
+        metavar="ENGINE-RELEASE",
+        default=[f"{e}-{v}" for e, v in RELEASES],
+        help="vllm-0.34.0, sglang-0.5.23, ... (default: every release of RELEASES)",
+    )
+    parser.add_argument(
+        "--venvs", type=Path, default=Path(os.environ.get("FP4DOCTOR_ENGINE_VENVS", "/work/venvs"))
     )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--flashinfer", choices=("both", "present", "absent"), default="both")
     args = parser.parse_args()
     present = {"both": (True, False), "present": (True,), "absent": (False,)}[args.flashinfer]
-    found = run(args.venvs, args.releases, present)
+    releases = [tuple(name.split("-", 1)) for name in args.releases]
+    unknown = [n for n, r in zip(args.releases, releases, strict=True) if r[0] not in TITLES]
+    if unknown or any(len(r) != 2 for r in releases):
+        parser.error(f"{' '.join(unknown) or args.releases}: give ENGINE-RELEASE, "
+                     f"ENGINE one of {', '.join(TITLES)}")  # fmt: skip
+    found = run(args.venvs, [(r[0], r[1]) for r in releases], present)
     print(markdown(found))
     for r in found:
         for m in r.missed:
             print(
-                f"vLLM {r.release} FI={'yes' if r.flashinfer else 'no'} CC {r.cc} {r.family}: {m}",
+                f"{TITLES[r.target]} {r.release} FI={'yes' if r.flashinfer else 'no'} "
+                f"CC {r.cc} {r.family}: {m}",
                 file=sys.stderr,
             )
     if args.json:

@@ -193,11 +193,19 @@ class Knob:
     # `--linear-backend=flashinfer_cutedsl` names both CuTe-DSL kernels and runs the W4A16 one
     # only with VLLM_DISABLED_KERNELS naming the W4A4 one.
     with_env: tuple[tuple[str, str, str], ...] = ()
+    # Flags written with this CLI knob for one backend only (backend, flag, value): SGLang
+    # 0.5.11+ accepts `--moe-runner-backend flashinfer_cutedsl` only with `--quantization
+    # modelopt_fp4` given.
+    with_args: tuple[tuple[str, str, str], ...] = ()
     scalar: bool = False  # a config key that takes one value (moe_config.backend), not a list
 
     def env_for(self, backend: str) -> tuple[tuple[str, str], ...]:
         """The variables written with this knob when it selects `backend`."""
         return (*self.also, *((n, v) for b, n, v in self.with_env if b == backend))
+
+    def args_for(self, backend: str) -> tuple[tuple[str, str], ...]:
+        """The flags written with this knob when it selects `backend`."""
+        return tuple((f, v) for b, f, v in self.with_args if b == backend)
 
     def backend_for(self, value: str) -> str | None:
         """Which backend a set value selects (None for an unknown value)."""

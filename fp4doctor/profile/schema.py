@@ -151,6 +151,7 @@ _KNOB_KEYS = (
     "values",
     "also",
     "with_env",
+    "with_args",
     "scalar",
     "type",
     "bool_style",
@@ -198,6 +199,7 @@ def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None
         source=optional(fields, "source", Node.text),
         also=_also(fields.get("also"), kind),
         with_env=_with_env(fields.get("with_env"), values),
+        with_args=_with_args(fields.get("with_args"), kind, values),
         scalar=_scalar(fields.get("scalar"), kind),
     )
     return knob, optional(fields, "before", Node.text)
@@ -240,6 +242,26 @@ def _with_env(
             if not VAR_RE.match(name):
                 raise value.error(f"{name!r} is not a valid environment variable name")
             out.append((backend, name, value.text()))
+    return tuple(out)
+
+
+def _with_args(
+    node: Node | None, kind: str, values: Mapping[str, tuple[str, ...]]
+) -> tuple[tuple[str, str, str], ...]:
+    """`with_args: {backend: {--flag: value}}`: flags a CLI knob is written with for that
+    backend."""
+    if node is None:
+        return ()
+    if kind != "cli":
+        raise node.error("only a cli knob can be written with other flags")
+    out = []
+    for backend, flags in node.mapping().items():
+        if backend not in values:
+            raise flags.error(f"names no value of this knob (valid: {', '.join(values)})")
+        for flag, value in flags.mapping().items():
+            if not flag.startswith("--"):
+                raise value.error(f"{flag!r} is not a command-line flag (--name)")
+            out.append((backend, flag, value.text()))
     return tuple(out)
 
 
