@@ -428,12 +428,15 @@ def _ask_engine(
         return None
     from fp4doctor.oracle import query
 
-    weight_only = False
+    weight_only = every_weight_only = False
     if ckpt is not None:
         from fp4doctor.checkpoint.layers import SCHEME_W4A16
+        from fp4doctor.profile.model import FAMILY_LINEAR
 
         gemms = ckpt.gemms(question.tp_size, question.ep_size)
-        weight_only = any(g.layer.fp4 and g.layer.scheme == SCHEME_W4A16 for g in gemms)
+        schemes = [g.layer.scheme for g in gemms if g.layer.fp4 and g.layer.family == FAMILY_LINEAR]
+        weight_only = SCHEME_W4A16 in schemes
+        every_weight_only = bool(schemes) and set(schemes) == {SCHEME_W4A16}
     try:
         driver_gpus = bool(os.listdir(DRIVER_GPUS))
     except OSError:
@@ -442,7 +445,9 @@ def _ask_engine(
         statics,
         stub=bool(question.facts_file) or not driver_gpus,
         weight_only=weight_only,
+        every_weight_only=every_weight_only,
         model=ckpt.config if ckpt is not None else None,
+        model_format=ckpt.quant.format if ckpt is not None else None,
     )
 
 

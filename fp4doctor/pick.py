@@ -231,7 +231,10 @@ def _entry(evaluation: Evaluation) -> WeightOnly | None:
     from fp4doctor.checkpoint import constraints
 
     return constraints.load().weight_only_backends(
-        evaluation.profile.target, evaluation.engine.version, evaluation.family
+        evaluation.profile.target,
+        evaluation.engine.version,
+        evaluation.family,
+        evaluation.checkpoint_format,
     )
 
 

@@ -98,6 +98,7 @@ class WeightOnly:
     family: str = FAMILY_LINEAR
     pick: tuple[PickStep, ...] = ()
     unverified: str | None = None
+    formats: tuple[str, ...] = ()  # the checkpoint formats it is for (empty: every one)
 
     @property
     def cited(self) -> str:
@@ -157,12 +158,15 @@ class ShapeRules:
         return rows[0]
 
     def weight_only_backends(
-        self, target: str, version: str, family: str = FAMILY_LINEAR
+        self, target: str, version: str, family: str = FAMILY_LINEAR, fmt: str | None = None
     ) -> WeightOnly | None:
-        """The weight-only kernels of `family` at this release (None: not known)."""
+        """The weight-only kernels of `family` at this release for a checkpoint of format `fmt`
+        (None: not known). An entry that names formats is for those only (SGLang runs ModelOpt
+        and compressed-tensors W4A16 layers through different methods)."""
         return next(
             (w for w in self.weight_only
-             if w.target == target and w.family == family and contains(w.engine, version) is True),
+             if w.target == target and w.family == family and contains(w.engine, version) is True
+             and (not w.formats or fmt in w.formats)),
             None,
         )  # fmt: skip
 
@@ -301,8 +305,13 @@ def _format(node: Node) -> FormatSupport:
 
 
 def _weight_only(node: Node) -> WeightOnly:
-    f = node.mapping(("target", "family", "engine", "backends", "pick", "source", "unverified"))
+    known = ("target", "family", "engine", "formats", "backends", "pick", "source", "unverified")
+    f = node.mapping(known)
     backends = required(f, "backends", node).texts()
+    formats = optional(f, "formats", Node.texts) or ()
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise f["formats"].error(f"{fmt!r} is not one of: {', '.join(FORMATS)}")
     steps = tuple(_pick_step(n) for n in (f["pick"].sequence() if "pick" in f else []))
     for n, step in zip(f["pick"].sequence() if "pick" in f else [], steps, strict=True):
         if step.backend not in backends:
@@ -315,6 +324,7 @@ def _weight_only(node: Node) -> WeightOnly:
         family=optional(f, "family", lambda n: n.choice(FAMILIES)) or FAMILY_LINEAR,
         pick=steps,
         unverified=optional(f, "unverified", Node.text),
+        formats=tuple(formats),
     )
 
 

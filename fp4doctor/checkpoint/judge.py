@@ -65,7 +65,13 @@ class ModelVerdict:
             g.layer for g in self.gemms if g.layer.fp4 and g.layer.family == evaluation.family
         ]
         weight_only = bool(layers) and all(layer.scheme == SCHEME_W4A16 for layer in layers)
-        return replace(evaluation, verdicts=verdicts, skips=skips, weight_only=weight_only)
+        return replace(
+            evaluation,
+            verdicts=verdicts,
+            skips=skips,
+            weight_only=weight_only,
+            checkpoint_format=self.checkpoint.quant.format,
+        )
 
     def engine_skips(self, backend: str) -> Finding | None:
         """The model finding for which the engine's automatic choice passes over `backend`."""
@@ -238,7 +244,9 @@ def judge(
     for family in (FAMILY_LINEAR, FAMILY_MOE):
         layers = [g for g in fp4 if g.layer.family == family]
         if layers and all(g.layer.scheme == SCHEME_W4A16 for g in layers):
-            _weight_only_findings(family, profile, version, rules, label, standing, per_backend)
+            _weight_only_findings(
+                family, ckpt.quant.format, profile, version, rules, label, standing, per_backend
+            )
     return ModelVerdict(
         ckpt, tp, ep, tuple(gemms), tuple(standing), {b: tuple(fs) for b, fs in per_backend.items()}
     )
@@ -246,6 +254,7 @@ def judge(
 
 def _weight_only_findings(
     family: str,
+    fmt: str,
     profile: Profile,
     version: str,
     rules: ShapeRules,
@@ -258,7 +267,7 @@ def _weight_only_findings(
     down the engine's weight-only branch whatever its W4A4 pick (fp4doctor.pick); the MoE's
     automatic order passes over experts backends that refuse weight-only experts, and one asked
     for by name raises. A release whose weight-only kernels are not known is said, not judged."""
-    entry = rules.weight_only_backends(profile.target, version, family)
+    entry = rules.weight_only_backends(profile.target, version, family, fmt)
     what = "linear layers" if family == FAMILY_LINEAR else "experts"
     if entry is None:
         standing.append(

@@ -52,6 +52,11 @@ def forget_memoised(prefix: str) -> None:
                         inner.cache_clear()
 
 
+class NotAsked(Exception):
+    """The adapter cannot ask this release the case (a layer class it has no selection for):
+    no answer is sent, and the rules' answer stands for it."""
+
+
 class ParserRefused(ValueError):
     """The engine's own argument parser refuses the case's arguments (argparse exits with 2)."""
 

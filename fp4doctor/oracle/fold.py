@@ -37,7 +37,10 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
         skip = Finding(fid, Status.SKIP, reason, source=SOURCE, kind=Kind.ENGINE_PICK,
                        family=family)  # fmt: skip
         return _with(resolution, [skip])
-    cases = [c for c in answers.cases if c.family == family and not c.a16]
+    # The family's layers as the engine runs them: all weight-only (the model's fold says so,
+    # and they were asked as such: cases_for every_weight_only), or W4A4.
+    a16 = evaluation.weight_only and any(c.a16 for c in answers.cases if c.family == family)
+    cases = [c for c in answers.cases if c.family == family and c.a16 == a16]
     if not cases:
         return resolution
     expected = evaluation.engine_as_set
@@ -49,7 +52,8 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
             continue
         engine_picks.add(answer.backend if answer.raised is None else None)
         found.append(_as_set(fid, label, evaluation, case, answer, expected))
-    found += _weight_only(answers, evaluation, resolution, fid, label)
+    if not a16:
+        found += _weight_only(answers, evaluation, resolution, fid, label)
     chosen = resolution.chosen
     # fp4doctor left the choice to the engine: the engine's own pick is what runs.
     left_to_engine = resolution.knob is None and chosen is not None
@@ -58,7 +62,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
         if None not in engine_picks and len(picks) == 1 and evaluation.valid(picks[0]):
             note = f"{label} picks {picks[0]} by itself here (its own code, asked): nothing to set"
             return _with(replace(resolution, chosen=picks[0], notes=(note,)), found)
-        return _fall_back(answers, evaluation, resolution, found, reason="as set")
+        return _fall_back(answers, evaluation, resolution, found, "as set", a16)
     if resolution.knob is None or chosen is None:
         return _with(resolution, found)
     knob_cases = [c for c in cases if c.label == chosen]
@@ -83,7 +87,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
             )
         )
     if wrong:
-        return _fall_back(answers, evaluation, resolution, found, reason=chosen)
+        return _fall_back(answers, evaluation, resolution, found, chosen, a16)
     return _with(resolution, found)
 
 
@@ -196,6 +200,7 @@ def _fall_back(
     resolution: Resolution,
     found: list[Finding],
     reason: str,
+    a16: bool = False,
 ) -> Resolution:
     """The best backend whose own knobs make the engine pick it on every compute capability
     asked (the rules' order: the engine's automatic order, then the profile's), resolved as
@@ -203,7 +208,7 @@ def _fall_back(
     family = evaluation.family
     by_label: dict[str, list[Answer | None]] = {}
     for case in answers.cases:
-        if case.family == family and case.label != AS_SET and not case.a16:
+        if case.family == family and case.label != AS_SET and case.a16 == a16:
             answer = answers.answer(case)
             by_label.setdefault(case.label, []).append(
                 answer if answer is not None and _honours(case, answer) else None

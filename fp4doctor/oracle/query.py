@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import cache
+from fp4doctor.checkpoint.quant import CT_NVFP4A16
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.profile.model import FAMILY_LINEAR
 from fp4doctor.resolve import ResolveError, resolve
@@ -41,9 +42,10 @@ TIMEOUT_S = 600.0
 20-150 s on the 2-core CPU host (vLLM 0.34.0's kernel registry pulls in torch._dynamo and
 transformers), well under a second per case after that."""
 ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # target -> the worker's --engine
-WEIGHT_ONLY = {"vllm"}
-"""The engines whose adapters ask the weight-only (W4A16) linear selection too (SGLang's
-follows --fp4-gemm-backend, asked as the W4A4 one is)."""
+WEIGHT_ONLY: dict[str, tuple[str, ...] | None] = {"vllm": None, "sglang": (CT_NVFP4A16,)}
+"""The checkpoint formats whose weight-only (W4A16) linear selection each engine's adapters ask
+(None: every one). SGLang chooses only for compressed-tensors W4A16 layers (0.5.22+); its
+ModelOpt W4A16 method is Marlin whatever is set (profiles/shapes.yaml `weight_only`)."""
 
 
 def engine_python(env: Mapping[str, str] | None = None) -> str:
@@ -63,11 +65,15 @@ def installed(package: str) -> bool:
     return True
 
 
-def cases_for(evaluation: Evaluation, weight_only: bool = False) -> list[Case]:
+def cases_for(
+    evaluation: Evaluation, weight_only: bool = False, every_weight_only: bool = False
+) -> list[Case]:
     """What to ask for one family: for each compute capability of the GPUs judged, the knobs
     as set, and for each backend the rules would let `fp4doctor env --prefer` choose, the
     knobs it would write (its variables set and unset, its arguments). `weight_only`: also
-    the knobs as set for the model's weight-only (W4A16) linear layer class."""
+    the knobs as set for the model's weight-only (W4A16) linear layer class;
+    `every_weight_only`: every FP4 linear layer is weight-only, so every case asks the
+    engine's weight-only selection (it is all that runs)."""
     family, era = evaluation.family, evaluation.era
     env = evaluation.context.env
     read = sorted(era.read_variables() | set(era.conflicts))
@@ -89,11 +95,12 @@ def cases_for(evaluation: Evaluation, weight_only: bool = False) -> list[Case]:
         args = tuple(f"{k}={v}" for k, v in r.cli_args)
         knob_sets[r.chosen] = (tuple(sorted(keep.items())), unset, args)
     ccs = sorted({(g.cc_major, g.cc_minor) for g in evaluation.facts.gpus})
+    every = every_weight_only and family == FAMILY_LINEAR
     out: list[Case] = []
     for cc in ccs:
-        out.append(Case(AS_SET, family, cc, as_set, not_set))
-        out += [Case(b, family, cc, s, u, a) for b, (s, u, a) in knob_sets.items()]
-        if weight_only and family == FAMILY_LINEAR:
+        out.append(Case(AS_SET, family, cc, as_set, not_set, a16=every))
+        out += [Case(b, family, cc, s, u, a, a16=every) for b, (s, u, a) in knob_sets.items()]
+        if weight_only and not every and family == FAMILY_LINEAR:
             out.append(Case(AS_SET, family, cc, as_set, not_set, a16=True))
     return out
 
@@ -103,22 +110,26 @@ def start(
     *,
     stub: bool,
     weight_only: bool = False,
+    every_weight_only: bool = False,
     model: Mapping[str, object] | None = None,
+    model_format: str | None = None,
 ) -> Asking | None:
     """Ask the engine the evaluations judge, in the background, when it can be asked here: it
     is installed, fp4doctor has an adapter for it, and there are GPUs (this host's, or a facts
     file's) to ask for. `stub`: answer the engine's capability query with each case's compute
     capability (a host without GPUs, or a facts file: another host's GPUs). `weight_only`:
-    the model has weight-only (W4A16) linear layers, asked as such too. `model`: its
-    config.json, for an engine whose resolution reads the model (SGLang's per-model
-    overrides)."""
+    the model has weight-only (W4A16) linear layers, asked as such too where the engine
+    chooses for its format (`model_format`, WEIGHT_ONLY); `every_weight_only`: they are all
+    its FP4 linear layers (cases_for). `model`: its config.json, for an
+    engine whose resolution reads the model (SGLang's per-model overrides)."""
     first = evaluations[0]
     prof = first.profile
     engine = ENGINES.get(prof.target)
     if engine is None or not first.facts.gpus or not installed(prof.engine.package):
         return None
-    a16 = weight_only and engine in WEIGHT_ONLY
-    cases = [c for e in evaluations for c in cases_for(e, a16)]
+    formats = WEIGHT_ONLY.get(engine, ())
+    a16 = weight_only and (formats is None or model_format in formats)
+    cases = [c for e in evaluations for c in cases_for(e, a16, a16 and every_weight_only)]
     return Asking(
         engine,
         prof.title,

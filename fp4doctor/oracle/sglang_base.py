@@ -42,6 +42,9 @@ LINEAR_NAMES = {
     "cutlass": "sgl-cutlass",
     "marlin": "marlin",
 }
+# The FP4 GEMM backend under which a compressed-tensors W4A16 layer runs FlashInfer's
+# mm_bf16_fp4 -> fp4doctor (compressed_tensors_w4a16_nvfp4.py; cuDNN's is not modelled).
+WEIGHT_ONLY_NAMES = {"flashinfer_cutedsl": "flashinfer-cutedsl-w4a16"}
 # sglang/srt/layers/moe/utils.py MoeRunnerBackend values -> fp4doctor (the NVFP4 ones).
 MOE_NAMES = {
     "flashinfer_trtllm": "flashinfer-trtllm-moe",
@@ -129,8 +132,6 @@ class Session:
         raise NotImplementedError
 
     def ask(self, case: Case) -> Answer:
-        if case.a16:
-            raise LookupError("this adapter asks SGLang for W4A4 layers only")
         if self.stub:
             _CAPABILITY[0] = case.cc
             engine_side.forget_memoised("sglang")
@@ -141,7 +142,40 @@ class Session:
             if case.family == "moe":
                 return self._moe(case)
             name = str(self.fp4.get_fp4_gemm_runner_backend().value)
-            return Answer(case.key, engine_name=name, backend=LINEAR_NAMES.get(name))
+            if case.a16:
+                return self._weight_only(case, name)
+            return self._linear(case, name)
+
+    def _linear(self, case: Case, name: str) -> Answer:
+        """A ModelOpt W4A4 layer: the FP4 GEMM backend, and the linear method's own mode where
+        it has one (0.5.19+: `quant_mode` is w4a16, FlashInfer's mm_bf16_fp4, with
+        SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 under flashinfer_cutedsl)."""
+        quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
+        method = self.modelopt.ModelOptFp4LinearMethod(quant)
+        if getattr(method, "quant_mode", "w4a4") == "w4a16":
+            return Answer(
+                case.key, engine_name=f"{name} w4a16", backend=WEIGHT_ONLY_NAMES.get(name)
+            )
+        return Answer(case.key, engine_name=name, backend=LINEAR_NAMES.get(name))
+
+    def _weight_only(self, case: Case, name: str) -> Answer:
+        """A compressed-tensors W4A16 layer (bf16 activations): the scheme's own choice between
+        FlashInfer's mm_bf16_fp4 under the FP4 GEMM backend `name` and FP4 Marlin (0.5.22+)."""
+        import importlib
+
+        import torch
+
+        scheme = importlib.import_module(
+            "sglang.srt.layers.quantization.compressed_tensors.schemes."
+            "compressed_tensors_w4a16_nvfp4"
+        )
+        if not hasattr(scheme, "_use_flashinfer_bf16_fp4"):
+            raise engine_side.NotAsked("no compressed-tensors W4A16 NVFP4 choice in this SGLang")
+        if not scheme._use_flashinfer_bf16_fp4(torch.bfloat16):
+            return Answer(case.key, engine_name="marlin", backend="marlin")
+        return Answer(
+            case.key, engine_name=f"{name} mm_bf16_fp4", backend=WEIGHT_ONLY_NAMES.get(name)
+        )
 
     def _moe(self, case: Case) -> Answer:
         """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16)."""

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from fp4doctor.oracle import vllm_base
+from fp4doctor.oracle import engine_side, vllm_base
 from fp4doctor.oracle.answers import Case
 
 
@@ -28,7 +28,7 @@ class Session(vllm_base.Session):
 
     def linear(self, case: Case) -> str:
         if case.a16:
-            raise LookupError("this adapter asks vLLM 0.18-0.23 for W4A4 layers only")
+            raise engine_side.NotAsked("this adapter asks vLLM 0.18-0.23 for W4A4 layers only")
         return str(self.select().value)
 
 

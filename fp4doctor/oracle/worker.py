@@ -28,6 +28,7 @@ import traceback
 from typing import Protocol
 
 from fp4doctor.oracle.answers import Answer, Case
+from fp4doctor.oracle.engine_side import NotAsked
 from fp4doctor.smoke.worker import Channel, _die_with_parent
 
 # Which module asks which releases of which engine: (engine, lowest release, module), newest
@@ -97,12 +98,15 @@ def _where(exc: BaseException) -> str:
     return f"{path}:{frame.lineno}"
 
 
-def answer(session: Session, case: Case) -> Answer:
-    """The session's answer, or what it raised as an answer (never an exception here)."""
+def answer(session: Session, case: Case) -> Answer | None:
+    """The session's answer, or what it raised as an answer (never an exception here); None
+    when the adapter cannot ask the case (engine_side.NotAsked)."""
     try:
         return session.ask(case)
     except (KeyboardInterrupt, SystemExit):
         raise
+    except NotAsked:
+        return None
     except BaseException as exc:  # what the engine raises is the answer
         return Answer(case.key, raised=type(exc).__name__, message=_message(exc))
 
@@ -147,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     version, adapter, session = prepared
     proto.send("hello", engine=args.engine, version=version, adapter=adapter)
     for data in job.get("cases", []):
-        case = case_from_dict(data)
-        proto.send("answer", **answer(session, case).to_dict())
+        got = answer(session, case_from_dict(data))
+        if got is not None:
+            proto.send("answer", **got.to_dict())
     proto.send("done")
     return 0
 

@@ -91,6 +91,7 @@ class Evaluation:
     # With a model (its fold): every FP4 layer of this family is weight-only (W4A16), and the
     # backends the engine's automatic order passes over for the model, with the reason.
     weight_only: bool = False
+    checkpoint_format: str | None = None  # the model's (fp4doctor.checkpoint.quant FORMATS)
     skips: Mapping[str, Finding] = field(default_factory=dict)
     unverified: tuple[Unverified, ...] = ()  # releases newer than the release data
 
