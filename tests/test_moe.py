@@ -374,6 +374,18 @@ def test_with_args_names_a_value_of_a_cli_knob_and_a_flag() -> None:
             parse(bad, "demo.yaml")
 
 
+def test_sglang_config_writes_the_flag_the_cutedsl_moe_knob_needs(tmp_path: Path) -> None:
+    out = tmp_path / "sglang.yaml"
+    args = ["config", "--target", "sglang", "--facts", str(HOSTS / "b200.json"),
+            "--engine-version", "0.5.23", "--prefer", "moe:flashinfer-cutedsl-moe",
+            "--autotune", "off", "--no-engine", "-o", str(out)]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 1), result.output
+    written = yaml.safe_load(out.read_text())
+    assert written["moe-runner-backend"] == "flashinfer_cutedsl"
+    assert written["quantization"] == "modelopt_fp4"
+
+
 def test_sglang_cutedsl_moe_knob_gives_the_quantization_sglang_asserts() -> None:
     """SGLang 0.5.11+ asserts `--quantization modelopt_fp4` with `--moe-runner-backend
     flashinfer_cutedsl` (asked of the real 0.5.16 and 0.5.23: AssertionError without it); 0.5.10

@@ -214,3 +214,37 @@ def test_nemotron_is_judged_on_its_ungated_shapes() -> None:
     moe = next(p for p in report.families if p.family == "moe")
     assert moe.evaluation.engine_auto == "flashinfer-trtllm-moe"
     assert moe.evaluation.valid("flashinfer-trtllm-moe")
+
+
+@pytest.mark.parametrize(
+    ("host", "version", "expected"),
+    [
+        # compressed-tensors W4A16 from SGLang 0.5.22: --fp4-gemm-backend auto is
+        # flashinfer_cutedsl on SM10x, which runs the layers on FlashInfer's mm_bf16_fp4.
+        ("b200-vllm-0.33", "0.5.23", "flashinfer-cutedsl-w4a16"),
+        ("b300", "0.5.22", "flashinfer-cutedsl-w4a16"),
+        # SM12x: auto is flashinfer_cutlass, which has no bf16 x fp4 GEMM: Marlin.
+        ("rtx5090", "0.5.23", "marlin"),
+        ("h200", "0.5.23", "marlin"),
+    ],
+)
+def test_sglang_weight_only_branch_follows_the_fp4_gemm_backend(
+    host: str, version: str, expected: str
+) -> None:
+    report = diagnose(
+        Question(target="sglang", facts_file=str(HOSTS / f"{host}.json"), engine_version=version,
+                 model=A16, tp=1, engine=False)
+    )  # fmt: skip
+    assert _linear_pick(report) == expected
+
+
+def test_sglang_reads_compressed_tensors_w4a16_from_0_5_22() -> None:
+    """Before 0.5.22 SGLang has no compressed-tensors W4A16 NVFP4 scheme
+    (schemes/compressed_tensors_w4a16_nvfp4.py is first in the 0.5.22 wheel)."""
+    report = diagnose(
+        Question(target="sglang", facts_file=str(HOSTS / "b200-vllm-0.33.json"),
+                 engine_version="0.5.21", model=A16, tp=1, engine=False)
+    )  # fmt: skip
+    assert report.model is not None
+    reasons = " ".join(f.reason for f in report.model.findings)
+    assert "does not read" in reasons and "0.5.21" in reasons
