@@ -1,6 +1,7 @@
-"""`fp4doctor check` asking the installed vLLM, beside `python -c "import vllm"`, on this host.
+"""`fp4doctor check` asking the installed vLLM (or SGLang), beside `python -c "import vllm"`
+(`import sglang`), on this host.
 
-    python benchmarks/bench_engine_oracle.py [--venv DIR] [--runs N]
+    python benchmarks/bench_engine_oracle.py [--engine vllm|sglang] [--venv DIR] [--runs N]
 
 All under the venv's interpreter (a real `pip install vllm==V`), round-robin in one run
 (timing.measure_interleaved), medians:
@@ -40,23 +41,27 @@ from tools.engine_agreement import stub_driver  # noqa: E402
 
 TARGET_RATIO = 1.3
 FACTS = ROOT / "tests" / "fixtures" / "hosts" / "b200-vllm-0.33.json"
-BASELINE = 'python -c "import vllm"'
 CACHED = "fp4doctor check (answers kept)"
+NEWEST = {"vllm": "vllm-0.34.0", "sglang": "sglang-0.5.23"}  # the default venv per engine
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    default = Path(os.environ.get("FP4DOCTOR_ENGINE_VENVS", "/work/venvs")) / "vllm-0.34.0"
-    parser.add_argument("--venv", type=Path, default=default)
+    parser.add_argument("--engine", choices=sorted(NEWEST), default="vllm")
+    parser.add_argument("--venv", type=Path, help="default: $FP4DOCTOR_ENGINE_VENVS/<newest>")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmups", type=int, default=1)
     args = parser.parse_args()
-    python = args.venv / "bin" / "python"
+    engine = args.engine
+    venvs = Path(os.environ.get("FP4DOCTOR_ENGINE_VENVS", "/work/venvs"))
+    python = (args.venv or venvs / NEWEST[engine]) / "bin" / "python"
     if not python.exists():
-        print(f"{python}: no vLLM venv there (--venv)", file=sys.stderr)
+        print(f"{python}: no {engine} venv there (--venv)", file=sys.stderr)
         return 2
+    baseline = f'python -c "import {engine}"'
+    metadata = f"from importlib.metadata import version; print(version({engine!r}))"
     version = subprocess.run(
-        [str(python), "-c", "from importlib.metadata import version; print(version('vllm'))"],
+        [str(python), "-c", metadata],
         capture_output=True,
         text=True,
         check=True,
@@ -78,13 +83,15 @@ def main() -> int:
             "-m",
             "fp4doctor",
             "check",
+            "--target",
+            engine,
             "--facts",
             str(FACTS),
             "--engine-version",
             version,
         ]
         specs = [
-            Spec(BASELINE, [str(python), "-c", "import vllm"], env=base),
+            Spec(baseline, [str(python), "-c", f"import {engine}"], env=base),
             Spec(CACHED, check, ok_codes=(0, 1), env={**base, "FP4DOCTOR_CACHE_DIR": str(cache)}),
             Spec(
                 "fp4doctor check (cache off)",
@@ -101,15 +108,17 @@ def main() -> int:
         ]
         results = measure_interleaved(specs, args.runs, warmups=args.warmups)
     by_tool = {r.tool: r for r in results}
-    ratios = {r.tool: q for r in results if (q := ratio(r, by_tool[BASELINE])) is not None}
-    title = f"vLLM {version} ({python}), {args.runs} runs each, round-robin; ratio to {BASELINE}"
+    ratios = {r.tool: q for r in results if (q := ratio(r, by_tool[baseline])) is not None}
+    title = (
+        f"{engine} {version} ({python}), {args.runs} runs each, round-robin; ratio to {baseline}"
+    )
     for line in table(results, title=title, ratio_label="ratio", ratios=ratios):
         print(line)
     cached = ratios.get(CACHED)
     print()
     for line in verdict_lines(
         {
-            f"{CACHED} <= {TARGET_RATIO}x import vllm": None
+            f"{CACHED} <= {TARGET_RATIO}x import {engine}": None
             if cached is None
             else cached <= TARGET_RATIO
         }

@@ -78,7 +78,7 @@ def stub_torch_cuda() -> None:
     GPU: FAKE device queries only; SGLang's code runs as it is)."""
     import torch
 
-    cuda = torch.cuda
+    cuda: Any = torch.cuda  # its device queries replaced (their types are torch's own)
     cuda.is_available = lambda: True
     cuda.device_count = lambda: 1
     cuda.current_device = lambda: 0

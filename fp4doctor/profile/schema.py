@@ -232,17 +232,8 @@ def _with_env(
     node: Node | None, values: Mapping[str, tuple[str, ...]]
 ) -> tuple[tuple[str, str, str], ...]:
     """`with_env: {backend: {VAR: value}}`: variables written with the knob for that backend."""
-    if node is None:
-        return ()
-    out = []
-    for backend, variables in node.mapping().items():
-        if backend not in values:
-            raise variables.error(f"names no value of this knob (valid: {', '.join(values)})")
-        for name, value in variables.mapping().items():
-            if not VAR_RE.match(name):
-                raise value.error(f"{name!r} is not a valid environment variable name")
-            out.append((backend, name, value.text()))
-    return tuple(out)
+    return _per_backend(node, values, lambda name: bool(VAR_RE.match(name)),
+                        "is not a valid environment variable name")  # fmt: skip
 
 
 def _with_args(
@@ -250,18 +241,30 @@ def _with_args(
 ) -> tuple[tuple[str, str, str], ...]:
     """`with_args: {backend: {--flag: value}}`: flags a CLI knob is written with for that
     backend."""
+    if node is not None and kind != "cli":
+        raise node.error("only a cli knob can be written with other flags")
+    return _per_backend(node, values, lambda name: name.startswith("--"),
+                        "is not a command-line flag (--name)")  # fmt: skip
+
+
+def _per_backend(
+    node: Node | None,
+    values: Mapping[str, tuple[str, ...]],
+    valid: Callable[[str], bool],
+    invalid: str,
+) -> tuple[tuple[str, str, str], ...]:
+    """`{backend: {name: value}}` for backends the knob selects, each name `valid`:
+    (backend, name, value) in order."""
     if node is None:
         return ()
-    if kind != "cli":
-        raise node.error("only a cli knob can be written with other flags")
     out = []
-    for backend, flags in node.mapping().items():
+    for backend, settings in node.mapping().items():
         if backend not in values:
-            raise flags.error(f"names no value of this knob (valid: {', '.join(values)})")
-        for flag, value in flags.mapping().items():
-            if not flag.startswith("--"):
-                raise value.error(f"{flag!r} is not a command-line flag (--name)")
-            out.append((backend, flag, value.text()))
+            raise settings.error(f"names no value of this knob (valid: {', '.join(values)})")
+        for name, value in settings.mapping().items():
+            if not valid(name):
+                raise value.error(f"{name!r} {invalid}")
+            out.append((backend, name, value.text()))
     return tuple(out)
 
 
