@@ -75,7 +75,8 @@ echo "check flashinfer --force --smoke-timeout 1 exit $? ($(( ($(date +%s%N) - s
   >> "$out/exit-codes.txt"
 
 step "pytest: the whole suite, as a developer with a GPU box runs it"
-python3 -m pytest -q -rs -p no:cacheprovider tests > "$out/pytest-all.txt" 2>&1
+xdist=(); python3 -c "import xdist" 2>/dev/null && xdist=(-n 12 --maxprocesses=12)
+python3 -m pytest -q -rs -p no:cacheprovider "${xdist[@]}" tests > "$out/pytest-all.txt" 2>&1
 echo "pytest (whole suite) exit $?" >> "$out/exit-codes.txt"
 tail -n 1 "$out/pytest-all.txt" >> "$out/exit-codes.txt"
 
