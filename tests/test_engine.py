@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from fp4doctor.oracle.answers import AS_SET
 from tools import engine_agreement as agreement
 
 pytestmark = pytest.mark.engine
 
 VENVS = os.environ.get("FP4DOCTOR_ENGINE_VENVS")
+CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoints"
 
 # (engine, release, FlashInfer present, cc, family) -> the rule that is wrong. Empty: the three
 # disagreements of the first run (vLLM 0.17-0.19 without FlashInfer, 0.34 on SM110, the W4A16
@@ -109,3 +111,39 @@ def test_every_knob_set_env_writes_makes_the_engine_pick_it(
     if any(k[:2] == (engine, release) for k in KNOWN_KNOBS):
         why = (v for k, v in KNOWN_KNOBS.items() if k[:2] == (engine, release))
         pytest.xfail("; ".join(dict.fromkeys(why)))
+
+
+def test_sglang_runs_a_compressed_tensors_w4a16_model_as_the_rules_say(tmp_path: Path) -> None:
+    """SGLang 0.5.23 asked for a compressed-tensors W4A16 checkpoint's linear layers (its
+    config.json handed to the worker): FlashInfer's mm_bf16_fp4 under auto on SM100, Marlin on
+    SM120 and SM90, as profiles/shapes.yaml's weight-only entry for the format says."""
+    from fp4doctor import checkpoint
+    from fp4doctor.checkpoint import constraints, judge
+    from fp4doctor.oracle import query
+    from fp4doctor.pick import family_pick
+
+    python = _venv("sglang", "0.5.23")
+    ckpt = checkpoint.load(str(CHECKPOINTS / "llama-3.1-8b-instruct-nvfp4a16"))
+    base = agreement.probed(python, "sglang")
+    expected = {(10, 0): "flashinfer-cutedsl-w4a16", (12, 0): "marlin", (9, 0): "marlin"}
+    cases, rules = [], {}
+    for ev in agreement.evaluations(base, "sglang", "0.5.23", True):
+        gpu = ev.facts.gpus[0]
+        if ev.family != "linear" or (gpu.cc_major, gpu.cc_minor) not in expected:
+            continue
+        model = judge.judge(ckpt, ev.profile, "0.5.23", constraints.load())
+        rules[(gpu.cc_major, gpu.cc_minor)] = family_pick(model.fold(ev)).backend
+        cases += [c for c in query.cases_for(ev, True, True) if c.label == AS_SET]
+    env = {
+        **os.environ,
+        query.ENGINE_PYTHON_ENV: str(python),
+        "FP4DOCTOR_CACHE_DIR": "",
+        "LD_LIBRARY_PATH": str(agreement.stub_driver(tmp_path)),
+        "PYTHONPATH": str(agreement.ROOT),
+    }
+    asking = query.Asking("sglang", "SGLang", "0.5.23", cases, stub=True, package="sglang",
+                          env=env, model=dict(ckpt.config))  # fmt: skip
+    got = asking.answers()
+    assert got.unasked is None, got.unasked
+    picked = {c.cc: a.backend for c in cases if (a := got.answer(c)) is not None}
+    assert picked == expected == rules, (picked, rules)
