@@ -39,8 +39,8 @@ ENGINE_PYTHON_ENV = "FP4DOCTOR_ENGINE_PYTHON"
 (fp4doctor installed with pipx, vLLM in its own venv)."""
 TIMEOUT_S = 600.0
 """The worker's whole budget: `import torch` and the engine's selection modules measured
-20-150 s on the 2-core CPU host (vLLM 0.34.0's kernel registry pulls in torch._dynamo and
-transformers), well under a second per case after that."""
+10-150 s on the 2-core CPU host (vLLM 0.34.0's kernel registry pulls in torch._dynamo and
+transformers; SGLang's resolution about 10 s), well under a second per case after that."""
 ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # target -> the worker's --engine
 WEIGHT_ONLY: dict[str, tuple[str, ...] | None] = {"vllm": None, "sglang": (CT_NVFP4A16,)}
 """The checkpoint formats whose weight-only (W4A16) linear selection each engine's adapters ask
@@ -120,8 +120,8 @@ def start(
     capability (a host without GPUs, or a facts file: another host's GPUs). `weight_only`:
     the model has weight-only (W4A16) linear layers, asked as such too where the engine
     chooses for its format (`model_format`, WEIGHT_ONLY); `every_weight_only`: they are all
-    its FP4 linear layers (cases_for). `model`: its config.json, for an
-    engine whose resolution reads the model (SGLang's per-model overrides)."""
+    its FP4 linear layers (cases_for). `model`: its config.json, for an engine whose
+    resolution reads the model (SGLang's per-model overrides)."""
     first = evaluations[0]
     prof = first.profile
     engine = ENGINES.get(prof.target)
