@@ -98,6 +98,24 @@ def test_a_pick_the_rules_did_not_predict_is_a_finding_and_becomes_the_choice() 
     assert "picks marlin-moe" in finding.reason and "predicted cutlass-moe" in finding.reason
 
 
+def test_a_kernel_the_rules_do_not_know_is_said_and_left_to_the_engine() -> None:
+    """SGLang picks flashinfer_trtllm_routed for Nemotron-H with EPLB on SM100
+    (sglang/srt/arg_groups/model_overrides/nemotron_h.py, 0.5.23), a kernel no profile has:
+    a warning that says it is not judged, and no knob steering the engine away from it."""
+    ev = judged("b200-vllm-0.33", "0.33.0", "moe")
+    r = resolve(ev)
+    assert r.knob is None
+    cases = query.cases_for(ev)
+    got = {c.key: Answer(c.key, engine_name="FLASHINFER_TRTLLM_ROUTED") for c in cases
+           if c.label == AS_SET}  # fmt: skip
+    folded = fold(EngineAnswers("vLLM", "0.33.0", "vllm_0_24", got, cases=tuple(cases)), ev, r)
+    assert folded.chosen == r.chosen and folded.knob is None
+    finding = next(f for f in folded.findings if f.id == "engine.oracle.moe")
+    assert finding.status is Status.WARN
+    assert "do not know" in finding.reason and "not judged" in finding.reason
+    assert "cannot run" not in finding.reason
+
+
 def test_what_the_engine_raises_as_set_fails_and_a_knob_set_it_honours_is_chosen() -> None:
     ev = judged("b200-vllm-0.33", "0.33.0", "moe")
     r = resolve(ev)

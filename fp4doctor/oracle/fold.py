@@ -46,10 +46,12 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     expected = evaluation.engine_as_set
     found: list[Finding] = []
     engine_picks: set[str | None] = set()
+    unknown = False  # a kernel the rules do not know: theirs to judge, not fp4doctor's
     for case in (c for c in cases if c.label == AS_SET):
         answer = answers.answer(case)
         if answer is None:
             continue
+        unknown |= answer.raised is None and answer.backend is None
         engine_picks.add(answer.backend if answer.raised is None else None)
         found.append(_as_set(fid, label, evaluation, case, answer, expected))
     if not a16:
@@ -57,6 +59,9 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     chosen = resolution.chosen
     # fp4doctor left the choice to the engine: the engine's own pick is what runs.
     left_to_engine = resolution.knob is None and chosen is not None
+    if left_to_engine and unknown:  # not steered away from a kernel nobody judged
+        note = f"{label} picks a kernel fp4doctor's rules do not know: not judged here"
+        return _with(replace(resolution, notes=(*resolution.notes, note)), found)
     if left_to_engine and engine_picks and engine_picks != {chosen}:
         picks = [p for p in engine_picks if p is not None]
         if None not in engine_picks and len(picks) == 1 and evaluation.valid(picks[0]):
@@ -165,7 +170,18 @@ def _as_set(
             kind=Kind.ENGINE_PICK,
             family=evaluation.family,
         )
-    runs = answer.backend is not None and evaluation.valid(answer.backend)
+    if answer.backend is None:  # a kernel the profile does not know (nothing judged it)
+        return Finding(
+            fid,
+            Status.WARN,
+            f"{label}'s own selection code {answer.text()} {where}; {rules}: whether it runs "
+            "here is not judged",
+            source=SOURCE,
+            details=details,
+            kind=Kind.ENGINE_PICK,
+            family=evaluation.family,
+        )
+    runs = evaluation.valid(answer.backend)
     verdict = (
         "the engine's answer decides; the rules are stale here"
         if runs
