@@ -165,13 +165,17 @@ class Session:
 
         import torch
 
-        scheme = importlib.import_module(
-            "sglang.srt.layers.quantization.compressed_tensors.schemes."
-            "compressed_tensors_w4a16_nvfp4"
-        )
-        if not hasattr(scheme, "_use_flashinfer_bf16_fp4"):
+        try:
+            scheme = importlib.import_module(
+                "sglang.srt.layers.quantization.compressed_tensors.schemes."
+                "compressed_tensors_w4a16_nvfp4"
+            )
+        except ImportError:  # before 0.5.22: no such scheme, and the rules say so
+            scheme = None
+        chooses = getattr(scheme, "_use_flashinfer_bf16_fp4", None)
+        if chooses is None:
             raise engine_side.NotAsked("no compressed-tensors W4A16 NVFP4 choice in this SGLang")
-        if not scheme._use_flashinfer_bf16_fp4(torch.bfloat16):
+        if not chooses(torch.bfloat16):
             return Answer(case.key, engine_name="marlin", backend="marlin")
         return Answer(
             case.key, engine_name=f"{name} mm_bf16_fp4", backend=WEIGHT_ONLY_NAMES.get(name)
