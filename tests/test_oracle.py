@@ -296,6 +296,13 @@ def test_the_log_lines_of_each_release_name_the_kernels() -> None:
         ),
         ("RuntimeError: Unable to load any libcudart.so.* library", "cudart_loader"),
         ("ModuleNotFoundError: No module named 'flashinfer'", "flashinfer_missing"),
+        # SGLang 0.5.23's assertion, as real SGLang 0.5.16 and 0.5.23 raised it when asked
+        # (tools/engine_agreement.py); the message's second line, a log line of its own.
+        (
+            "FlashInfer CuteDSL MOE currently supports only: 'modelopt_fp4', 'modelopt_mixed' "
+            "(with NVFP4 MoE layers), 'nvfp4_online', or hybrid NVFP4 models.",
+            "cutedsl_moe_quantization",
+        ),
         (
             "ValueError: Failed to find a kernel that can implement the NVFP4 linear layer.",
             "no_linear_kernel",

@@ -102,6 +102,16 @@ _ERRORS: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
         "frontend's loader; take a second runtime off LD_LIBRARY_PATH",
     ),
     (
+        "cutedsl_moe_quantization",
+        # The assertion's message has a newline before this part (a line of its own in a log).
+        re.compile(r"FlashInfer CuteDSL MOE currently supports only"),
+        "SGLang checks --moe-runner-backend flashinfer_cutedsl against --quantization before it "
+        "reads the checkpoint's own (sglang/srt/server_args.py _handle_moe_kernel_config from "
+        "0.5.11; sglang/srt/arg_groups/moe_hook.py from 0.5.19): without the flag it is None",
+        "pass --quantization modelopt_fp4 with it (`fp4doctor env --prefer "
+        "moe:flashinfer-cutedsl-moe` writes both), or use another --moe-runner-backend",
+    ),
+    (
         "flashinfer_missing",
         re.compile(r"No module named '?flashinfer'?"),
         "the engine's selection imports FlashInfer, which is not installed (vLLM 0.18's MoE "
