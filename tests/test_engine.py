@@ -43,7 +43,8 @@ PARAMS = [pytest.param(e, r, fi, id=f"{e}-{r}-{'fi' if fi else 'no-fi'}")
 def _venv(engine: str, release: str) -> Path:
     if not VENVS:
         pytest.skip(
-            "FP4DOCTOR_ENGINE_VENVS is not set (a directory of vllm-V venvs: tools/engine_venvs.sh)"
+            "FP4DOCTOR_ENGINE_VENVS is not set (a directory of vllm-V and sglang-V venvs: "
+            "tools/engine_venvs.sh)"
         )
     python = agreement.venv_python(Path(VENVS), engine, release)
     if not python.exists():
