@@ -37,12 +37,12 @@ from timing import Spec, measure_interleaved, ratio, table, verdict_lines
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.engine_agreement import stub_driver  # noqa: E402
+from tools.engine_agreement import RELEASES, stub_driver  # noqa: E402
 
 TARGET_RATIO = 1.3
 FACTS = ROOT / "tests" / "fixtures" / "hosts" / "b200-vllm-0.33.json"
 CACHED = "fp4doctor check (answers kept)"
-NEWEST = {"vllm": "vllm-0.34.0", "sglang": "sglang-0.5.23"}  # the default venv per engine
+NEWEST = {engine: f"{engine}-{v}" for engine, v in RELEASES}  # the default venv: the last asked
 
 
 def main() -> int:

@@ -135,13 +135,7 @@ def test_sglang_runs_a_compressed_tensors_w4a16_model_as_the_rules_say(tmp_path:
         model = judge.judge(ckpt, ev.profile, "0.5.23", constraints.load())
         rules[(gpu.cc_major, gpu.cc_minor)] = family_pick(model.fold(ev)).backend
         cases += [c for c in query.cases_for(ev, True, True) if c.label == AS_SET]
-    env = {
-        **os.environ,
-        query.ENGINE_PYTHON_ENV: str(python),
-        "FP4DOCTOR_CACHE_DIR": "",
-        "LD_LIBRARY_PATH": str(agreement.stub_driver(tmp_path)),
-        "PYTHONPATH": str(agreement.ROOT),
-    }
+    env = agreement.worker_env(python, agreement.stub_driver(tmp_path))
     asking = query.Asking("sglang", "SGLang", "0.5.23", cases, stub=True, package="sglang",
                           env=env, model=dict(ckpt.config))  # fmt: skip
     got = asking.answers()

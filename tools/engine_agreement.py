@@ -45,7 +45,6 @@ RELEASES = (
 # FlashInfer present (True) and absent (False) per engine: sglang requires flashinfer-python
 # (Requires-Dist in every wheel asked), so it is asked with FlashInfer only.
 FLASHINFER_CASES = {"vllm": (True, False), "sglang": (True,)}
-TITLES = {"vllm": "vLLM", "sglang": "SGLang"}
 CAPABILITIES = ((9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1))
 FAMILIES = ("linear", "moe")
 FLASHINFER = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
@@ -201,15 +200,27 @@ def ask(
     evs: list[Evaluation],
 ) -> EngineAnswers:
     """One worker under the release's interpreter answers every case of `evs`."""
-    env = dict(os.environ)
-    env[query.ENGINE_PYTHON_ENV] = str(python)
-    env["LD_LIBRARY_PATH"] = str(driver)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(hide or ""), str(ROOT)) if p)
     cases = [c for e in evs for c in query.cases_for(e)]
-    asking = query.Asking(
-        engine, TITLES[engine], release, cases, stub=True, package=engine, env=env
-    )
+    env = worker_env(python, driver, hide)
+    asking = query.Asking(engine, title(engine), release, cases, stub=True, package=engine, env=env)
     return asking.answers()
+
+
+def worker_env(python: Path, driver: Path, hide: Path | None = None) -> dict[str, str]:
+    """This environment with the release's interpreter asked (query.ENGINE_PYTHON_ENV: its
+    answers are not kept, each run asks), the stub libcuda.so.1 found first and, with `hide`,
+    FlashInfer hidden from its imports."""
+    return {
+        **os.environ,
+        query.ENGINE_PYTHON_ENV: str(python),
+        "LD_LIBRARY_PATH": str(driver),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(hide or ""), str(ROOT)) if p),
+    }
+
+
+def title(engine: str) -> str:
+    """The engine's name as its profile spells it ('vLLM', 'SGLang')."""
+    return profile.load(engine).title
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,7 +298,7 @@ def run(
                 got = ask(python, driver, None if flashinfer else hide, engine, release, evs)
                 out += rows(engine, release, flashinfer, evs, got)
                 print(
-                    f"{TITLES[engine]} {release}, "
+                    f"{title(engine)} {release}, "
                     f"FlashInfer {'present' if flashinfer else 'absent'}: "
                     f"{sum(r.agree for r in out[-len(evs) :])}/{len(evs)} agree",
                     file=sys.stderr,
@@ -303,7 +314,7 @@ def markdown(found: list[Row]) -> str:
     ]
     for r in found:
         lines.append(
-            f"| {TITLES[r.target]} {r.release} | {'yes' if r.flashinfer else 'no'} | {r.cc} | "
+            f"| {title(r.target)} {r.release} | {'yes' if r.flashinfer else 'no'} | {r.cc} | "
             f"{r.family} | "
             f"{r.rules} | {r.engine} | {'yes' if r.agree else '**no**'} | "
             f"{r.honoured}/{r.knob_sets} |"
@@ -328,16 +339,18 @@ def main() -> int:
     args = parser.parse_args()
     present = {"both": (True, False), "present": (True,), "absent": (False,)}[args.flashinfer]
     releases = [tuple(name.split("-", 1)) for name in args.releases]
-    unknown = [n for n, r in zip(args.releases, releases, strict=True) if r[0] not in TITLES]
+    unknown = [
+        n for n, r in zip(args.releases, releases, strict=True) if r[0] not in FLASHINFER_CASES
+    ]
     if unknown or any(len(r) != 2 for r in releases):
         parser.error(f"{' '.join(unknown) or args.releases}: give ENGINE-RELEASE, "
-                     f"ENGINE one of {', '.join(TITLES)}")  # fmt: skip
+                     f"ENGINE one of {', '.join(FLASHINFER_CASES)}")  # fmt: skip
     found = run(args.venvs, [(r[0], r[1]) for r in releases], present)
     print(markdown(found))
     for r in found:
         for m in r.missed:
             print(
-                f"{TITLES[r.target]} {r.release} FI={'yes' if r.flashinfer else 'no'} "
+                f"{title(r.target)} {r.release} FI={'yes' if r.flashinfer else 'no'} "
                 f"CC {r.cc} {r.family}: {m}",
                 file=sys.stderr,
             )

@@ -7,7 +7,6 @@ Worker side only (torch and SGLang are imported here)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from fp4doctor.oracle import sglang_base
@@ -19,8 +18,3 @@ class Session(sglang_base.Session):
 
         initialize_moe_config(server_args)
         self.fp4.initialize_fp4_gemm_config(server_args)
-
-
-def prepare(stub: bool, model: Mapping[str, Any] | None = None) -> Session:
-    """Import SGLang's selection code; raises what the import raises (ImportError, OSError)."""
-    return Session(stub, model)

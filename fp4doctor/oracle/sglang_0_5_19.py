@@ -10,7 +10,6 @@ Worker side only (torch and SGLang are imported here)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from fp4doctor.oracle import sglang_base
@@ -29,8 +28,3 @@ class Session(sglang_base.Session):
         runtime_context.publish(server_args, role="scheduler", **placed)
         initialize_moe_config()
         self.fp4.initialize_fp4_gemm_config()
-
-
-def prepare(stub: bool, model: Mapping[str, Any] | None = None) -> Session:
-    """Import SGLang's selection code; raises what the import raises (ImportError, OSError)."""
-    return Session(stub, model)

@@ -110,6 +110,8 @@ class Session:
     says how its release hands the parsed arguments to the selection (`publish`)."""
 
     def __init__(self, stub: bool, model: Mapping[str, Any] | None) -> None:
+        """Import SGLang's selection code (raises what the import raises: ImportError,
+        OSError), for `model` (its config.json) or the default ones."""
         self.stub = stub
         if stub:
             stub_torch_cuda()
@@ -119,9 +121,11 @@ class Session:
             "linear": model_dir(model or DENSE, root / "linear"),
             "moe": model_dir(model or MOE, root / "moe"),
         }
+        import torch
         from sglang.srt.layers.quantization import fp4_utils, modelopt_quant
         from sglang.srt.server_args import prepare_server_args
 
+        self.torch: Any = torch  # the worker's one torch, for the layers asked
         self.fp4 = fp4_utils
         self.modelopt = modelopt_quant
         self.prepare_server_args = prepare_server_args
@@ -163,8 +167,6 @@ class Session:
         FlashInfer's mm_bf16_fp4 under the FP4 GEMM backend `name` and FP4 Marlin (0.5.22+)."""
         import importlib
 
-        import torch
-
         try:
             scheme = importlib.import_module(
                 "sglang.srt.layers.quantization.compressed_tensors.schemes."
@@ -175,7 +177,7 @@ class Session:
         chooses = getattr(scheme, "_use_flashinfer_bf16_fp4", None)
         if chooses is None:
             raise engine_side.NotAsked("no compressed-tensors W4A16 NVFP4 choice in this SGLang")
-        if not chooses(torch.bfloat16):
+        if not chooses(self.torch.bfloat16):
             return Answer(case.key, engine_name="marlin", backend="marlin")
         return Answer(
             case.key, engine_name=f"{name} mm_bf16_fp4", backend=WEIGHT_ONLY_NAMES.get(name)
@@ -183,15 +185,14 @@ class Session:
 
     def _moe(self, case: Case) -> Answer:
         """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16)."""
-        import torch
         from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
 
         quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
         method = self.modelopt.ModelOptNvFp4FusedMoEMethod(quant)
         config = MoeRunnerConfig(num_experts=8, num_local_experts=8, hidden_size=4096,
                                  intermediate_size_per_partition=2048, top_k=2,
-                                 params_dtype=torch.bfloat16)  # fmt: skip
-        layer = torch.nn.Module()
+                                 params_dtype=self.torch.bfloat16)  # fmt: skip
+        layer = self.torch.nn.Module()
         method.create_moe_runner(layer, config)
         name = str(method._moe_runner_backend.value)  # what create_moe_runner resolved
         return Answer(case.key, engine_name=name, backend=MOE_NAMES.get(name))

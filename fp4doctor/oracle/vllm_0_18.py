@@ -10,7 +10,6 @@ Worker side only (torch and vLLM are imported here)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from typing import Any
 
 from fp4doctor.oracle import engine_side, vllm_base
@@ -30,9 +29,3 @@ class Session(vllm_base.Session):
         if case.a16:
             raise engine_side.NotAsked("this adapter asks vLLM 0.18-0.23 for W4A4 layers only")
         return str(self.select().value)
-
-
-def prepare(stub: bool, model: Mapping[str, Any] | None = None) -> Session:
-    """Import vLLM's selection code; raises what the import raises (ImportError, OSError).
-    `model` is not read: the selection asked takes no model."""
-    return Session(stub)

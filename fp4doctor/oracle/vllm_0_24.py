@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from fp4doctor.oracle import vllm_base
@@ -40,9 +40,3 @@ class Session(vllm_base.Session):
 
     def linear(self, case: Case) -> str:
         return type(self.init_kernel(use_a16=case.a16)).__name__
-
-
-def prepare(stub: bool, model: Mapping[str, Any] | None = None) -> Session:
-    """Import vLLM's selection code; raises what the import raises (ImportError, OSError).
-    `model` is not read: the selection asked takes no model."""
-    return Session(stub)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -205,7 +206,9 @@ class Session:
     adapter says where its release selects the linear kernel (`linear`) and how the parsed
     arguments reach the selection (`configured`)."""
 
-    def __init__(self, stub: bool) -> None:
+    def __init__(self, stub: bool, model: Mapping[str, Any] | None = None) -> None:
+        """Import the release's selection code (raises what the import raises: ImportError,
+        OSError); `model` is not read, the selection asked takes no model."""
         self.stub = stub
         if stub:
             stub_platform()

@@ -32,8 +32,9 @@ from fp4doctor.oracle.engine_side import NotAsked
 from fp4doctor.smoke.worker import Channel, _die_with_parent
 
 # Which module asks which releases of which engine: (engine, lowest release, module), newest
-# last. A release newer than the last is asked by the last module: when its internals moved,
-# the module's own import or call says so ("could not ask vLLM X: ...").
+# last; its `Session(stub, model)` imports the selection code and answers the cases. A release
+# newer than the last is asked by the last module: when its internals moved, the module's own
+# import or call says so ("could not ask vLLM X: ...").
 ADAPTERS: tuple[tuple[str, str, str], ...] = (
     ("vllm", "0.18.0", "fp4doctor.oracle.vllm_0_18"),
     ("vllm", "0.24.0", "fp4doctor.oracle.vllm_0_24"),
@@ -75,7 +76,7 @@ def _prepare(
         oldest = min((lo for e, lo, _ in ADAPTERS if e == engine), default="?")
         return f"{version}: fp4doctor asks releases from {oldest} on"
     try:
-        session: Session = importlib.import_module(module).prepare(stub, model)
+        session: Session = importlib.import_module(module).Session(stub, model)
     except Exception as exc:  # the engine's internals moved, or its extension does not load
         return f"{version}: {_one_line(exc)} ({_where(exc)})"
     return version, module.rsplit(".", 1)[1], session
