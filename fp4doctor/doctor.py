@@ -31,6 +31,7 @@ from fp4doctor.rules import EngineVersion, Evaluation, engine_version, evaluate,
 from fp4doctor.versions import is_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
+    from fp4doctor.settle import Stated
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.coldstart.verdict import ColdStart
@@ -101,18 +102,22 @@ class Question:
     def ep_size(self) -> int:
         return self.ep or 1
 
-    def deployment(self, ckpt: Checkpoint | None) -> Deployment:
-        """What the question (and the model, when given) says the deployment runs."""
-        experts = ckpt.experts() if ckpt is not None else None
-        return Deployment(
-            tp=self.tp,
-            ep=self.ep,
-            concurrency=self.concurrency,
-            autotune=self.autotune,
-            cuda_graphs=self.cuda_graphs,
-            architectures=ckpt.architectures() if ckpt is not None else None,
-            experts=experts,
-        )
+    def stated(self) -> dict[str, Stated]:
+        """The deployment fields fp4doctor's own options state (the command line's come first)."""
+        from fp4doctor.settle import Stated
+
+        out: dict[str, Stated] = {}
+        for field, value, flag in (
+            ("tp", self.tp, f"--tp {self.tp}"),
+            ("ep", self.ep, f"--ep {self.ep}"),
+            ("concurrency", self.concurrency, f"--concurrency {self.concurrency}"),
+            ("autotune", self.autotune, f"--autotune {'on' if self.autotune else 'off'}"),
+            ("cuda_graphs", self.cuda_graphs,
+             f"--cuda-graphs {'on' if self.cuda_graphs else 'off'}"),
+        ):  # fmt: skip
+            if value is not None:
+                out[field] = Stated(value, f"set by fp4doctor {flag}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -337,17 +342,21 @@ def _prestart(question: Question) -> Prestarted | None:
 def _deployment(
     question: Question, ckpt: Checkpoint | None, prof: Profile, host: HostFacts
 ) -> Deployment:
-    """What the deployment runs; with the autotune off where `skip_autotune` writes the knob."""
-    deployment = question.deployment(ckpt)
-    if not question.skip_autotune or deployment.autotune is not None:
-        return deployment
-    from fp4doctor.coldstart import rules
+    """The deployment as it will run (fp4doctor/settle.py): what the question states, else the
+    engine release's defaults; the autotune off where `skip_autotune` writes the knob."""
+    from fp4doctor.settle import settle
 
     engine = engine_version(prof, host, question.engine_version)
-    rule = rules.load().autotune_for(prof.target, engine.version)
-    if rule is not None and rule.tunes and rule.disable_arg:
-        return replace(deployment, autotune=False)
-    return deployment
+    return settle(
+        target=prof.target,
+        engine_version=engine.version,
+        engine_label=f"{prof.title} {engine.version}",
+        host=host,
+        stated=question.stated(),
+        architectures=ckpt.architectures() if ckpt is not None else None,
+        experts=ckpt.experts() if ckpt is not None else None,
+        skip_autotune=question.skip_autotune,
+    )
 
 
 def _diagnose(

@@ -16,6 +16,7 @@ from fp4doctor.terminal import clean, encoding_of
 
 if TYPE_CHECKING:  # `probe` renders facts without loading the rules
     from fp4doctor.checkpoint.judge import ModelVerdict
+    from fp4doctor.deployment import Deployment
     from fp4doctor.doctor import FamilyPart, Report
     from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
@@ -135,10 +136,12 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     out.heading(title)
     if engine.note:
         out.text(f"note: {engine.note}")
+    if not no_verdict:
+        _verdict_section(out, report)
     out.block("Host", report.host)
     if report.model is not None:
         out.raw(model_lines(report.model, style, verbose))
-    if report.smoke_note:
+    if report.smoke_note and verbose:
         out.gap()
         out.heading("Live smoke GEMM")
         out.text(report.smoke_note)
@@ -159,6 +162,56 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
         f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
     )
     return "\n".join(out.lines) + "\n"
+
+
+def _verdict_section(out: _Lines, report: Report) -> None:
+    """First: the verdict as set, the one command that fixes it, what blocks, then each family
+    as set and the deployment it was judged for."""
+    out.gap()
+    out.heading(headline(report))
+    seen: set[str] = set()
+    for f in report.blocking():
+        if f.reason in seen:  # the same failure on every GPU is said once
+            continue
+        seen.add(f.reason)
+        out.finding(f)
+    out.gap()
+    out.heading("As set")
+    width = max(len(p.title) for p in report.families)
+    for part in report.families:
+        as_set = part.resolution.as_set
+        counted = "" if part in report.counted else " [assumed: not counted]"
+        if as_set is None or as_set.backend is None:
+            out.marked(Status.SKIP, f"{part.title.ljust(width)}  no backend{counted}")
+            continue
+        status = {True: Status.PASS, False: Status.FAIL, None: Status.SKIP}[as_set.runs]
+        why = ": cannot run here (above)" if as_set.runs is False else ""
+        out.marked(
+            status,
+            f"{part.title.ljust(width)}  {as_set.backend}, by {as_set.by}{why}{counted}",
+            hang=width + 2,
+        )
+    deployment = report.families[0].evaluation.context.deployment
+    out.text("deployment: " + deployment_text(deployment, out.verbose))
+    for note in deployment.notes:
+        out.marked(Status.WARN, note)
+
+
+def deployment_text(deployment: Deployment, verbose: bool) -> str:
+    """`TP 1, EP 1, autotune on, CUDA graphs on`: the settled fields (with -v, where each came
+    from); a field nothing settles is "not established"."""
+    shown = (("tp", "TP"), ("ep", "EP"), ("autotune", "FlashInfer autotune"),
+             ("cuda_graphs", "CUDA graphs"), ("concurrency", "concurrency"))  # fmt: skip
+    parts = []
+    for field, label in shown:
+        value = getattr(deployment, field)
+        if value is None:
+            parts.append(f"{label} not established")
+            continue
+        text = ("on" if value else "off") if isinstance(value, bool) else str(value)
+        origin = deployment.origin(field)
+        parts.append(f"{label} {text}" + (f" ({origin})" if verbose and origin else ""))
+    return ", ".join(parts) + ("" if verbose else " (-v: where each comes from)")
 
 
 class _Lines:
@@ -214,7 +267,7 @@ class _Lines:
 
 def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     """`text` in lines of at most `width` columns: the first after `first`, the others after
-    `rest`; a word longer than a line is broken (a terminal would break it anyway)."""
+    `rest`; a word longer than a line (an id, a path) is left whole, so it can be copied."""
     import textwrap
 
     lines: list[str] = []
@@ -225,6 +278,7 @@ def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
             initial_indent=first if not lines else rest,
             subsequent_indent=rest,
             break_on_hyphens=False,
+            break_long_words=False,  # an id stays whole: it is what --ignore takes
         ) or [first.rstrip()]
     return lines
 
@@ -236,7 +290,7 @@ def _family_section(out: _Lines, part: FamilyPart, titled: bool, no_verdict: boo
     title = f" ({part.title})" if titled else ""
     out.gap()
     out.heading(f"Backends{title}" + ("" if out.verbose else "  (-v for every check)"))
-    if evaluation.era.note:
+    if evaluation.era.note and out.verbose:
         out.text(f"{evaluation.engine_label}: {evaluation.era.note}")
     _backend_rows(out, evaluation, no_verdict)
     out.block(f"Environment{title}", evaluation.env_findings)
@@ -249,17 +303,22 @@ def _family_section(out: _Lines, part: FamilyPart, titled: bool, no_verdict: boo
     for f in () if no_verdict and not out.verbose else resolution.findings:
         if f.kind is Kind.CHOICE and f.status is Status.PASS:
             out.text(f"→ {resolution.chosen}: {_knob_text(evaluation, resolution)}", 2, 4)
-        else:
+        elif out.verbose or not f.status.blocking:
             out.finding(f)
-    for note in resolution.notes:
+        elif f.kind is Kind.CHOICE or f.kind is Kind.REQUIRE:
+            out.marked(f.status, "no valid backend to choose (the verdict above says why)")
+    for note in resolution.notes if out.verbose else ():
         out.text(note, 4, 2)
 
 
 def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None:
-    """One line per backend of a family (valid, or its first problem and fix), with its
-    warnings and live results (every finding with -v)."""
+    """One line per backend of a family: valid, with its possible problems counted, or its first
+    problem. Without -v, the backends this release cannot select and those this GPU cannot run
+    are one line each group, and unestablished risks a count; -v shows every finding."""
     verbose = out.verbose
     width = max((len(n) for n in evaluation.verdicts), default=0)
+    unselectable: list[str] = []
+    other_gpu: list[str] = []
     for name, verdict in evaluation.verdicts.items():
         if no_verdict:  # judged against GPUs nobody could list: neither valid nor not valid
             out.marked(Status.SKIP, f"{name.ljust(width)}  {NO_VERDICT_TEXT}", hang=width + 2)
@@ -268,21 +327,37 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             continue
         backend = evaluation.profile.backends[name]
         problem = verdict.first_problem()
+        if problem is not None and not verbose and problem.kind is Kind.KNOB:
+            unselectable.append(name)
+            continue
+        if problem is not None and not verbose and problem.kind is Kind.HARDWARE:
+            other_gpu.append(name)
+            continue
         warns = [f for f in verdict.findings if f.status is Status.WARN]
         status = Status.FAIL if problem else (Status.WARN if warns else Status.PASS)
         kind = "" if backend.native else " (not native FP4)"
-        text = f"valid here{kind}: {backend.summary}" if problem is None else problem.reason
+        if problem is not None:
+            from fp4doctor.resolve import short_reason
+
+            text = problem.reason if verbose else short_reason(problem)
+        elif verbose:
+            text = f"valid here{kind}: {backend.summary}"
+        else:
+            text = f"valid here{kind}"
+        possible = [f for f in warns if not f.established]
+        if possible and not verbose and problem is None:
+            text += f"; {_count(len(possible), 'possible problem')}, not established (-v)"
         out.marked(status, f"{name.ljust(width)}  {text}", hang=width + 2)
-        if problem is not None and problem.fix and not verbose:
+        if problem is not None and problem.fix and verbose:
             out.text(f"fix: {problem.fix}", 6 + width, 5)
-        # Without -v: the warnings, and the live results (evidence either way).
         details = (
             verdict.findings
             if verbose
             else [
                 f
                 for f in verdict.findings
-                if f is not problem and (f.status is Status.WARN or f.kind is Kind.LIVE)
+                if f is not problem
+                and ((f.status is Status.WARN and f.established) or f.kind is Kind.LIVE)
             ]
         )
         said: set[str] = set()  # a warning on every GPU is said once
@@ -290,13 +365,31 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             if (f is problem or f.reason in said) and not verbose:
                 continue
             said.add(f.reason)
-            out.finding(f, indent=6 + width)
+            if verbose or f.kind is not Kind.ADVISORY:
+                out.finding(f, indent=6 + width)
+            else:
+                from fp4doctor.resolve import short_reason
+
+                out.marked(f.status, short_reason(f), indent=6 + width)
+    label = evaluation.engine_label
+    if unselectable:
+        out.marked(Status.FAIL, f"{label} cannot select: {', '.join(unselectable)} (-v: why)")
+    if other_gpu:
+        ccs = ", ".join(sorted({g.cc_text for g in evaluation.facts.gpus}))
+        out.marked(
+            Status.FAIL,
+            f"not for compute capability {ccs}: {', '.join(other_gpu)} (-v: what each needs)",
+        )
 
 
 # How each cold-start state is marked: a first start that compiles or tunes is a warning.
 _COLD_MARKS = {"ready": Status.PASS, "will-build": Status.WARN, "cannot-build": Status.FAIL,
                "off": Status.PASS, "skipped": Status.PASS, "cached": Status.PASS,
                "will-tune": Status.WARN, "unknown": Status.SKIP}  # fmt: skip
+
+
+def _severity(status: Status) -> int:
+    return [Status.SKIP, Status.PASS, Status.WARN, Status.FAIL, Status.ERROR].index(status)
 
 
 def _cold_start_section(out: _Lines, report: Report) -> None:
@@ -310,6 +403,14 @@ def _cold_start_section(out: _Lines, report: Report) -> None:
         cold = part.cold_start
         assert cold is not None
         jit, tune = cold.jit, cold.autotune
+        if not out.verbose:
+            worst = max((_COLD_MARKS[jit.state], _COLD_MARKS[tune.state]), key=_severity)
+            out.marked(
+                worst,
+                f"{part.title}, {cold.backend or 'no backend'}: JIT {jit.state}, "
+                f"autotune {tune.state} (-v: why)",
+            )
+            continue
         out.text(f"{part.title}, {cold.backend or 'no backend'}:")
         modules = f" [{', '.join(jit.modules)}]" if jit.modules else ""
         out.marked(_COLD_MARKS[jit.state], f"JIT {jit.state}{modules}: {jit.reason}", 4, 2)

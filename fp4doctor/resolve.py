@@ -35,8 +35,26 @@ class ResolveError(ValueError):
 
 
 @dataclass(frozen=True)
+class AsSet:
+    """What the engine runs one family on as the deployment is set: the backend a knob as set
+    selects (an environment variable, a flag on the engine's command line, or the knob a
+    --prefer/--require names, which the user will pass), else the engine's own pick (predicted
+    by the rules, or asked of the engine). `runs` is False when it cannot run here or has an
+    established bug, None when nothing is known of it."""
+
+    backend: str | None
+    by: str  # "VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn", "vLLM 0.15.1's own pick", ...
+    runs: bool | None
+    reason: str = ""  # why it cannot run, when it cannot
+
+    def to_dict(self) -> dict[str, object]:
+        return {"backend": self.backend, "by": self.by, "runs": self.runs, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class Resolution:
-    """The backend chosen for one family, the knob that selects it, and why."""
+    """One family as set (`as_set`) and fp4doctor's choice (`chosen`, the best valid path), the
+    knob that selects it, and why."""
 
     chosen: str | None
     knob: Knob | None  # None when the engine's own automatic order picks `chosen` (no preference)
@@ -44,6 +62,7 @@ class Resolution:
     ready: bool = False
     notes: tuple[str, ...] = ()  # explanations for stderr
     findings: tuple[Finding, ...] = ()
+    as_set: AsSet | None = None
 
     def _setting(self, kind: str) -> tuple[tuple[str, str], ...]:
         """(name, value) of the knob to write, when it is of this kind."""
@@ -85,6 +104,7 @@ class Resolution:
             "arguments": dict(self.arguments),
             "ready": self.ready,
             "notes": list(self.notes),
+            "as_set": self.as_set.to_dict() if self.as_set else None,
         }
 
 
@@ -189,7 +209,7 @@ def _resolve(
     def why_not(name: str) -> str:
         problems = evaluation.verdicts[name].problems()
         if problems:
-            return "; ".join(dict.fromkeys(p.reason for p in problems[:3]))
+            return "; ".join(dict.fromkeys(short_reason(p) for p in problems[:3]))
         return f"{label} reaches it only through its automatic order, which picks another here"
 
     required_family: list[str] = []
@@ -241,31 +261,51 @@ def _resolve(
         notes.append(f"using {chosen}, of the same family as {prefer or require}")
     selection = evaluation.env_selection
     if selection is not None and chosen != selection.backend and usable(selection.backend):
-        # The variables set select a backend that runs here: that is what the engine runs as
-        # set (not a failure); the choice is advice, and says why it differs.
+        # The knobs set select a backend that runs here: that is what the engine runs as set
+        # (not a failure); the choice is advice, and says why it differs.
         risks = evaluation.verdicts[selection.backend].risks()
         notes.append(
-            f"as set, {selection.variable}={selection.value} makes {label} run "
-            f"{selection.backend}"
+            f"as set, {selection.setting} makes {label} run {selection.backend}"
             + (f", with {_risk_text(risks[0])}" if risks else "")
             + f"; {chosen} is advised instead"
         )
 
-    # Say when the engine, left alone, would pick something that does not work here.
+    # What runs as set: a knob as set, the backend --prefer/--require names (the user passes
+    # its knob), else the engine's own pick.
     auto = engine_pick.backend
-    if auto is not None and engine_pick.fails:
-        # A known crash or wrong output on the backend the engine will pick as configured is
-        # not a detour `env` takes care of: the host as it stands is not ready.
-        # With --require or --prefer naming the backend chosen, the user passes its knob: the
-        # engine's own pick is then not what runs (judged as set with that knob).
-        named = chosen is not None and chosen in preferred_family
-        broken = evaluation.env_selection is None and _known_bug(evaluation, auto) and not named
+    named = chosen is not None and chosen in preferred_family
+    as_set: AsSet | None
+    if selection is not None:
+        runs = evaluation.valid(selection.backend)
+        as_set = AsSet(selection.backend, selection.setting, runs,
+                       "" if runs else why_not(selection.backend))  # fmt: skip
+    elif named:
+        what = "--prefer" if prefer else "--require"
+        as_set = AsSet(chosen, f"{what} {prefer or require} (its knob passed)", True)
+    elif auto is not None:
+        as_set = AsSet(auto, f"{label}'s own pick", not engine_pick.fails,
+                       why_not(auto) if engine_pick.fails else "")  # fmt: skip
+    else:
+        as_set = None
+    if auto is not None and engine_pick.fails and selection is None and not named:
+        # The engine, as set, runs a kernel that cannot run here (a host rule, a known bug, the
+        # model's shapes): the deployment as set is not ready; `env` steers away.
         findings.append(
             Finding(
                 finding_id(fam, "engine_auto"),
-                Status.FAIL if broken else Status.WARN,
-                f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
+                Status.FAIL,
+                f"as set, {label} picks {auto} by itself, which cannot run here: {why_not(auto)}",
                 fix='eval "$(fp4doctor env)"' if chosen else None,
+                backend=auto,
+                kind=Kind.ENGINE_PICK,
+            )
+        )
+    elif auto is not None and engine_pick.fails:
+        findings.append(
+            Finding(
+                finding_id(fam, "engine_auto"),
+                Status.WARN,
+                f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
                 backend=auto,
                 kind=Kind.ENGINE_PICK,
             )
@@ -278,8 +318,9 @@ def _resolve(
         findings.append(
             Finding(
                 finding_id(fam, "engine_auto"),
-                Status.WARN,
+                Status.FAIL if selection is None and not named else Status.WARN,
                 f"{label}, left alone, finds no NVFP4 backend on this host and stops at model load",
+                fix='eval "$(fp4doctor env)"' if chosen else None,
                 kind=Kind.ENGINE_PICK,
             )
         )
@@ -338,12 +379,30 @@ def _resolve(
         )
     if chosen is None:
         return Resolution(
-            chosen=None, knob=None, ready=False, notes=tuple(notes), findings=tuple(findings)
+            chosen=None,
+            knob=None,
+            ready=False,
+            notes=tuple(notes),
+            findings=tuple(findings),
+            as_set=as_set,
         )
     # With no preference, the engine's own choice is left to the engine (a knob would narrow
     # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
     pin = preferred is not None or chosen != auto
-    return _knobs(evaluation, chosen, pin, notes, findings)
+    return replace(_knobs(evaluation, chosen, pin, notes, findings), as_set=as_set)
+
+
+_SYMPTOM_WORDS = {Symptom.CRASH: "crash", Symptom.WRONG_OUTPUT: "wrong output",
+                  Symptom.HANG: "hang", Symptom.SLOW: "slowdown"}  # fmt: skip
+
+
+def short_reason(finding: Finding) -> str:
+    """A problem in a few words: a known bug by its symptom and advisory id (`fp4doctor
+    advisories` tells the rest), anything else by its reason."""
+    if finding.kind is Kind.ADVISORY and finding.advisory:
+        what = _SYMPTOM_WORDS.get(finding.symptom, "bug")
+        return f"a known {what} (advisory {finding.advisory})"
+    return finding.reason
 
 
 def _risk_text(risk: Finding) -> str:
@@ -360,14 +419,6 @@ def _only_unreachable(evaluation: Evaluation, backend: str) -> Finding | None:
     if len(problems) == 1 and problems[0].kind is Kind.KNOB and problems[0].fix:
         return problems[0]
     return None
-
-
-def _known_bug(evaluation: Evaluation, backend: str) -> bool:
-    """Whether a known crash or wrong output (an advisory, not a missing requirement) is among
-    what makes `backend` unusable here."""
-    return any(
-        f.kind is Kind.ADVISORY and f.status.blocking for f in evaluation.verdicts[backend].findings
-    )
 
 
 def _knobs(

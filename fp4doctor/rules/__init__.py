@@ -218,10 +218,12 @@ def evaluate(
     ignore: Iterable[str] = (),
     family: str = FAMILY_LINEAR,
     deployment: Deployment | None = None,
+    args: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """Judge every backend of one FP4 GEMM family of `profile` on `host` (with the live results,
     when any ran), and lint the environment's variables of that family. `ignore` downgrades the
-    named failures to warnings, here only."""
+    named failures to warnings, here only. `args`: the engine's flags as the command line sets
+    them (a CLI knob there selects a backend)."""
     profile = profile.view(family)
     engine = engine_version(profile, host, override_version)
     era, engine = era_for(profile, engine)
@@ -235,6 +237,7 @@ def evaluate(
         env=dict(host.env if env is None else env),
         engine=(package, engine.version),
         deployment=deployment or Deployment(),
+        args=dict(args or {}),
     )
     label = f"{profile.title} {engine.version}"
     patterns = tuple(ignore)

@@ -1,5 +1,7 @@
-"""Lint the FP4 variables already set: invalid values, ignored or deprecated variables, variables
-overridden by precedence, and variables that select a backend this host cannot run."""
+"""Lint the FP4 knobs already set, the environment's variables and the engine's flags on its
+command line: invalid values, ignored or deprecated variables, knobs overridden by precedence,
+and knobs that select a backend this host cannot run. What the winning knob selects is what the
+engine runs as set."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 
 from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.kinds.base import Context, is_true
-from fp4doctor.profile.model import KNOB_ENV, Era, Knob, Profile
+from fp4doctor.profile.model import KNOB_CLI, KNOB_ENV, Era, Knob, Profile
 from fp4doctor.rules.backends import Verdict
 from fp4doctor.versions import contains
 
@@ -19,12 +21,22 @@ _finding = functools.partial(Finding, kind=Kind.ENV)
 
 @dataclass(frozen=True)
 class Selection:
-    """A backend the environment selects now, and the variable that does it."""
+    """A backend the knobs as set select, and the variable (or the engine's flag) that does it."""
 
     backend: str
     variable: str
     value: str
     note: str | None = None  # the knob's caveat, e.g. when it applies at all
+
+    @property
+    def flag(self) -> bool:
+        """Selected by a flag on the engine's command line, not an environment variable."""
+        return self.variable.startswith("-")
+
+    @property
+    def setting(self) -> str:
+        """`VAR=value`, or `--flag value` as the command line has it."""
+        return f"{self.variable} {self.value}" if self.flag else f"{self.variable}={self.value}"
 
 
 def lint(
@@ -99,6 +111,13 @@ def lint(
             findings.append(
                 _finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}", fix=fix)
             )
+    for rank, knob in enumerate(era.knobs):
+        if knob.kind != KNOB_CLI or knob.name not in ctx.args:
+            continue
+        value = ctx.args[knob.name]
+        selected = _lint_knob(knob, value, f"args.{knob.name.lstrip('-')}", engine_label, findings)
+        if selected is not None:
+            selections.append((rank, Selection(selected, knob.name, value, knob.note)))
     selections.sort(key=lambda s: s[0])
     if not selections:
         return findings, None
@@ -111,10 +130,9 @@ def lint(
             _finding(
                 f"env.{loser.variable}.overridden",
                 Status.WARN,
-                f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
-                f"takes precedence in {engine_label}"
-                + (f" ({winner.note})" if winner.note else ""),
-                fix=f"unset {loser.variable}" if loser.backend != winner.backend else None,
+                f"{loser.setting} has no effect: {winner.setting} takes precedence in "
+                f"{engine_label}" + (f" ({winner.note})" if winner.note else ""),
+                fix=_drop(loser) if loser.backend != winner.backend else None,
             )
         )
     verdict = verdicts.get(winner.backend)
@@ -124,14 +142,27 @@ def lint(
             _finding(
                 f"env.{winner.variable}.backend",
                 Status.FAIL,
-                f"{winner.variable}={winner.value} makes {engine_label} use {winner.backend}, "
-                "which "
-                f"cannot run here: {problem.reason if problem else 'see its findings'}",
-                fix=f'unset {winner.variable}, or run: eval "$(fp4doctor env)"',
+                f"{winner.setting} makes {engine_label} use {winner.backend}, which cannot run "
+                f"here: {problem.reason if problem else 'see its findings'}",
+                fix=f'{_drop(winner)}, or run: eval "$(fp4doctor env)"',
                 backend=winner.backend,
             )
         )
     return findings, winner
+
+
+def _corrected(knob: Knob, value: str | None) -> str:
+    """The fix for an invalid value: the close choice, else the knob taken away."""
+    if knob.kind == KNOB_CLI:
+        return f"pass {knob.name} {value}" if value else f"drop {knob.name}"
+    return f"export {knob.name}={value}" if value else f"unset {knob.name}"
+
+
+def _drop(selection: Selection) -> str:
+    """How to take a knob as set away."""
+    if selection.flag:
+        return f"drop {selection.setting} from the engine's command line"
+    return f"unset {selection.variable}"
 
 
 def _lint_knob(
@@ -174,7 +205,7 @@ def _lint_knob(
                     + (knob.on_invalid or "the engine rejects it")
                     + "."
                     + hint,
-                    fix=f"export {knob.name}={close[0]}" if close else f"unset {knob.name}",
+                    fix=_corrected(knob, close[0] if close else None),
                     source=knob.source,
                 )
             )

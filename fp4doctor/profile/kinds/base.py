@@ -43,6 +43,9 @@ class Context:
     engine: tuple[str, str] | None = None
     # What the user will run (--ep, --model, ...): known bugs' triggers are judged against it.
     deployment: Deployment = field(default_factory=Deployment)
+    # The engine's flags as the command line sets them (flag -> value, `--linear-backend`):
+    # a CLI knob set there selects a backend as an environment variable does.
+    args: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> list[Gpu]:
