@@ -25,17 +25,23 @@ from fp4doctor import facts, profile
 from fp4doctor.deployment import Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
-from fp4doctor.profile.model import FAMILIES, FAMILIES_EVERY, FAMILY_TITLES, Profile
+from fp4doctor.profile.model import (
+    FAMILIES,
+    FAMILIES_EVERY,
+    FAMILY_LINEAR,
+    FAMILY_TITLES,
+    Profile,
+)
 from fp4doctor.resolve import Resolution, meant_for, resolve
 from fp4doctor.rules import EngineVersion, Evaluation, engine_version, evaluate, live
 from fp4doctor.versions import is_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
-    from fp4doctor.settle import Stated
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.coldstart.verdict import ColdStart
     from fp4doctor.oracle.query import Asking
+    from fp4doctor.settle import Stated
     from fp4doctor.smoke.result import SmokeResult
     from fp4doctor.smoke.runner import Prestarted
 
@@ -90,6 +96,9 @@ class Question:
     skip_autotune: bool = False
     strict: bool = False  # an unverified verdict (a release newer than the data) is not ready
     engine: bool = True  # ask the installed engine's own selection code (fp4doctor/oracle)
+    # The engine's command line as the user will run it (`vllm serve MODEL --tp 4 ...`, after
+    # `--`): the deployment judged as set (fp4doctor/command, fp4doctor/settle.py).
+    command: tuple[str, ...] = ()
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
@@ -259,7 +268,7 @@ class Report:
         """What stands in the way, for a one-line-each explanation."""
         if self.outcome is Outcome.NO_VERDICT:
             return [f for f in self.host if f.status.blocking]
-        chosen = [f for p in self.families for f in p.resolution.findings if f.status.blocking]
+        chosen = [f for p in self.counted for f in p.resolution.findings if f.status.blocking]
         return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
 
     def ignored_deciding(self) -> list[Finding]:
@@ -359,16 +368,42 @@ def _deployment(
     )
 
 
+def _engine_args(question: Question, prof: Profile, host: HostFacts) -> dict[str, str]:
+    """The engine's flags as set: the command line's, then its args variable's
+    (`FP4DOCTOR_VLLM_ARGS`, as `vllm serve MODEL $FP4DOCTOR_VLLM_ARGS` passes them): in this
+    environment, or in the facts' when judging a snapshot."""
+    import shlex
+
+    from fp4doctor.settle import engine_flags
+
+    words = list(question.command)
+    variable = prof.engine.args_variable
+    env = host.env if question.facts_file else os.environ
+    if variable and env.get(variable):
+        try:
+            words += shlex.split(env[variable])
+        except ValueError as exc:
+            raise QuestionError(f"{variable}={env[variable]!r} cannot be split: {exc}") from None
+    return engine_flags(words)
+
+
 def _diagnose(
     question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
 ) -> Report:
-    ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
+    unread: str | None = None
+    try:
+        ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
+    except _Unread as exc:
+        ckpt, unread = None, f"{exc}: judged without the model's checkpoint"
     host, prof = _host_and_profile(question, given)
     ignore = question.ignore_ids()
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
         families = [f for f in families if f in ckpt.families()] or families
     deployment = _deployment(question, ckpt, prof, host)
+    if unread is not None:
+        deployment = replace(deployment, notes=(unread, *deployment.notes))
+    args = _engine_args(question, prof, host)
     statics = [
         evaluate(
             prof,
@@ -377,6 +412,7 @@ def _diagnose(
             ignore=ignore,
             family=f,
             deployment=deployment,
+            args=args,
         )
         for f in families
     ]
@@ -396,6 +432,7 @@ def _diagnose(
                 ignore=ignore,
                 family=family,
                 deployment=deployment,
+                args=args,
             )
             if own
             else static
@@ -416,14 +453,31 @@ def _diagnose(
                 resolution = fold(answers, evaluation, resolution)
         except ValueError as exc:
             raise QuestionError(str(exc)) from None
-        # Asked: named by --family, used by --model's layers, named by --prefer/--require, or
-        # run by an engine whatever the model has.
-        named = prefer is not None or require is not None
-        asked = bool(question.family or ckpt) or named or prof.engine.families == FAMILIES_EVERY
+        asked = _counted(question, prof, family, ckpt, named=prefer is not None or
+                         require is not None)  # fmt: skip
         cold = _cold_start(question, evaluation, resolution)
         parts.append(FamilyPart(family, evaluation, resolution, asked, cold))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
+
+
+def _counted(
+    question: Question, prof: Profile, family: str, ckpt: Checkpoint | None, *, named: bool
+) -> bool:
+    """Whether the deployment is known to run `family`, so that it decides the verdict: named
+    by --family, used by the model's layers, named by --prefer/--require; without a readable
+    model, an engine runs the dense linear layers of any NVFP4 checkpoint, and the MoE experts
+    when the model's name says it has routed experts. Any other family is assumed: judged and
+    reported, not counted."""
+    if question.family or ckpt is not None or named:
+        return True
+    if prof.engine.families != FAMILIES_EVERY:
+        return False
+    if family == FAMILY_LINEAR:
+        return True
+    from fp4doctor.settle import moe_by_name
+
+    return question.model is not None and moe_by_name(question.model) is not None
 
 
 def _ask_engine(
@@ -488,11 +542,18 @@ def _checkpoint(question: Question) -> Checkpoint | None:
             "(the experts are split over EP ranks, each expert over TP/EP)"
         )
     from fp4doctor import checkpoint
+    from fp4doctor.checkpoint.errors import NotHere
 
     try:
         return checkpoint.load(question.model, hub=question.hub)
+    except NotHere as exc:  # named, not readable offline: the host is judged without it
+        raise _Unread(str(exc)) from None
     except checkpoint.CheckpointError as exc:
         raise QuestionError(str(exc)) from None
+
+
+class _Unread(Exception):
+    """The model named cannot be read here (not cached, offline): said, and judged without."""
 
 
 def _smoke_env(ckpt: Checkpoint | None, question: Question) -> dict[str, str] | None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # `probe` renders facts without loading the rules
     from fp4doctor.rules import Evaluation
     from fp4doctor.rules.advisories import Affected
 
-REPORT_SCHEMA_VERSION = 2  # the schema: fp4doctor/schemas/report-v<N>.schema.json
+REPORT_SCHEMA_VERSION = 3  # the schema: fp4doctor/schemas/report-v<N>.schema.json
 
 # A backend under NO VERDICT (exit 3): its checks ran against GPUs that could not be listed, so
 # it is neither valid nor not valid (human text, and `problem` with `valid: null` in JSON).
@@ -97,8 +97,10 @@ def headline(report: Report) -> str:
         return "NO VERDICT"
     if outcome is Outcome.READY:
         left = "".join(
-            f"; no valid backend for the {p.title} (counted with --family {p.family} or --model)"
+            f"; the {p.title}, assumed (no model says it runs; name the model to count it), "
+            + ("cannot run as set" if _fails_as_set(p) else "has no valid backend")
             for p in report.not_counted()
+            if _fails_as_set(p) or p.chosen is None
         )
         return "READY: use " + uses(report) + left
     if not report.verified and report.question.strict:
@@ -109,6 +111,11 @@ def headline(report: Report) -> str:
     if blocked and len(parts) > 1:
         return "NOT READY: no valid backend for the " + " and the ".join(p.title for p in blocked)
     return "NOT READY"
+
+
+def _fails_as_set(part: FamilyPart) -> bool:
+    as_set = part.resolution.as_set
+    return as_set is not None and as_set.runs is False
 
 
 def uses(report: Report) -> str:
@@ -185,7 +192,9 @@ def _verdict_section(out: _Lines, report: Report) -> None:
             out.marked(Status.SKIP, f"{part.title.ljust(width)}  no backend{counted}")
             continue
         status = {True: Status.PASS, False: Status.FAIL, None: Status.SKIP}[as_set.runs]
-        why = ": cannot run here (above)" if as_set.runs is False else ""
+        why = ""
+        if as_set.runs is False:
+            why = ": cannot run here" + (" (above)" if not counted else f": {as_set.reason}")
         out.marked(
             status,
             f"{part.title.ljust(width)}  {as_set.backend}, by {as_set.by}{why}{counted}",
@@ -485,14 +494,41 @@ def document(report: Report) -> dict[str, Any]:
                     "verified": part.evaluation.verified,
                     "unverified": [u.to_dict() for u in part.evaluation.unverified],
                     "cold_start": part.cold_start.to_dict() if part.cold_start else None,
+                    "as_set": part.resolution.as_set.to_dict() if part.resolution.as_set else None,
+                    "best": {
+                        "backend": part.chosen,
+                        "set_env": dict(part.resolution.set_env),
+                        "unset_env": list(part.resolution.unset_env),
+                        "cli_args": [list(a) for a in part.resolution.cli_args],
+                    },
+                    "counted": part in report.counted,
                 }
                 for part in report.families
             },
+            "deployment": deployment_doc(report),
             "findings": [f.to_dict() for f in findings],
         }
         | ({"smoke_note": report.smoke_note} if report.smoke_note else {})
         | ({"model": report.model.to_dict()} if report.model else {})
     )
+
+
+def deployment_doc(report: Report) -> dict[str, Any]:
+    """The deployment as it will run: each field with its value (None: not established) and
+    where it came from, the notes on settings the release cannot honour, the command judged."""
+    deployment = report.families[0].evaluation.context.deployment
+    fields = ("tp", "ep", "concurrency", "autotune", "cuda_graphs", "architectures", "experts")
+    return {
+        "fields": {
+            f: {
+                "value": list(v) if isinstance(v := getattr(deployment, f), tuple) else v,
+                "origin": deployment.origin(f),
+            }
+            for f in fields
+        },
+        "notes": list(deployment.notes),
+        "command": list(report.question.command),
+    }
 
 
 def _backends_doc(evaluation: Evaluation, no_verdict: bool) -> dict[str, Any]:

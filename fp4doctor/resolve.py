@@ -46,9 +46,11 @@ class AsSet:
     by: str  # "VLLM_NVFP4_GEMM_BACKEND=flashinfer-cudnn", "vLLM 0.15.1's own pick", ...
     runs: bool | None
     reason: str = ""  # why it cannot run, when it cannot
+    engine_pick: bool = False  # the engine's own pick (nothing set selects a backend)
 
     def to_dict(self) -> dict[str, object]:
-        return {"backend": self.backend, "by": self.by, "runs": self.runs, "reason": self.reason}
+        return {"backend": self.backend, "by": self.by, "runs": self.runs,
+                "reason": self.reason, "engine_pick": self.engine_pick}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,9 @@ def _members(profile: Profile, name: str) -> list[str]:
 def meant_for(profile: Profile, family_name: str, value: str | None, what: str) -> str | None:
     """The part of a `--prefer`/`--require` value meant for one family. A value is one or more
     comma-separated names, each optionally `FAMILY:NAME` (`moe:cutlass`); a name without a
-    family applies to every family with a backend of that name or alias (and `native`/`any`
-    to all). A name no family knows is a ResolveError listing the valid ones."""
+    family applies to every family with a backend of that name or alias (a `--require` only to
+    the families with a backend of exactly that name, when one has; `native`/`any` to
+    all). A name no family knows is a ResolveError listing the valid ones."""
     if value is None:
         return None
     families = profile.families()
@@ -147,6 +150,12 @@ def meant_for(profile: Profile, family_name: str, value: str | None, what: str) 
             known = wanted
         else:
             known = [f for f in wanted if f in families and _members(profile.view(f), name)]
+            # A bare --require binds the family whose backend it names (`cutlass` is vLLM's
+            # CUTLASS linear kernel, not also the MoE family's cutlass-moe); --prefer, a wish,
+            # applies wherever the name fits.
+            exact = [f for f in known if name.lower() in profile.view(f).backends]
+            if what == "--require" and not scope and exact:
+                known = exact
         if not known:
             views = [profile.view(f) for f in wanted if f in families]
             # Each name once: a name (cutlass, marlin) can be a backend or alias in two families.
@@ -284,7 +293,7 @@ def _resolve(
         as_set = AsSet(chosen, f"{what} {prefer or require} (its knob passed)", True)
     elif auto is not None:
         as_set = AsSet(auto, f"{label}'s own pick", not engine_pick.fails,
-                       why_not(auto) if engine_pick.fails else "")  # fmt: skip
+                       why_not(auto) if engine_pick.fails else "", engine_pick=True)  # fmt: skip
     else:
         as_set = None
     if auto is not None and engine_pick.fails and selection is None and not named:

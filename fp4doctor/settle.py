@@ -12,7 +12,8 @@ switch) is not believed: the release's behaviour is settled, and a note says why
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
@@ -20,6 +21,7 @@ from packaging.specifiers import SpecifierSet
 from fp4doctor.deployment import Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
+from fp4doctor.textfile import UnreadableText, read_text
 from fp4doctor.versions import contains
 
 SCHEMA = 1
@@ -190,7 +192,6 @@ def load(path: str | None = None) -> tuple[Defaults, ...]:
     and key."""
     from fp4doctor.profile import builtin_dir
     from fp4doctor.profile.schema import compose
-    from fp4doctor.textfile import UnreadableText, read_text
 
     file = str(path or builtin_dir() / "deployment.yaml")
     try:
@@ -198,11 +199,44 @@ def load(path: str | None = None) -> tuple[Defaults, ...]:
     except UnreadableText as exc:
         raise ProfileError(str(exc)) from None
     root = compose(text, file)
-    fields = root.mapping(("schema", "defaults"))
+    fields = root.mapping(("schema", "defaults", "moe_names"))
     schema = required(fields, "schema", root)
     if schema.integer() != SCHEMA:
         raise schema.error(f"is {schema.integer()}; this fp4doctor reads schema {SCHEMA}")
     return tuple(_defaults(n) for n in required(fields, "defaults", root).sequence())
+
+
+@functools.cache
+def _moe_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    from fp4doctor.profile import builtin_dir
+    from fp4doctor.profile.schema import compose
+
+    file = str(builtin_dir() / "deployment.yaml")
+    try:
+        root = compose(read_text(file), file)
+    except UnreadableText as exc:
+        raise ProfileError(str(exc)) from None
+    fields = root.mapping(("schema", "defaults", "moe_names"))
+    out = []
+    for node in fields["moe_names"].sequence() if "moe_names" in fields else []:
+        f = node.mapping(("pattern", "what", "source"))
+        pattern = required(f, "pattern", node)
+        try:
+            compiled = re.compile(pattern.text(), re.IGNORECASE)
+        except re.error as exc:
+            raise pattern.error(f"is not a regular expression: {exc}") from None
+        out.append((compiled, required(f, "what", node).text()))
+    return tuple(out)
+
+
+def moe_by_name(model: str) -> str | None:
+    """Why a model's name says it has routed experts (profiles/deployment.yaml `moe_names`),
+    or None when the name does not tell. For a model whose checkpoint cannot be read."""
+    name = model[-400:]  # a name, not a document: the patterns stay linear in it
+    for pattern, what in _moe_patterns():
+        if pattern.search(name):
+            return what
+    return None
 
 
 def _defaults(node: Node) -> Defaults:
@@ -221,3 +255,25 @@ def _defaults(node: Node) -> Defaults:
         cuda_graphs_off_flag=optional(f, "cuda_graphs_off_flag", Node.text),
     )
 
+
+def engine_flags(argv: Sequence[str]) -> dict[str, str]:
+    """The flags of an engine's command line as `--flag` -> value (the last one given wins;
+    `--flag=value` and `--flag value`; `--a_b` is `--a-b`, as the engines' parsers take both;
+    a flag with no value is "true"). What CLI knobs as set select is read from it."""
+    flags: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if not word.startswith("--") or word == "--":
+            continue
+        name, eq, value = word.partition("=")
+        name = "--" + name[2:].replace("_", "-")
+        if not eq:
+            if i < len(argv) and not argv[i].startswith("-"):
+                value = argv[i]
+                i += 1
+            else:
+                value = "true"
+        flags[name] = value
+    return flags
