@@ -518,6 +518,7 @@ def _cold_start(question: Question, evaluation: Evaluation, resolution: Resoluti
     """What the chosen backend's first start-up compiles and tunes (fp4doctor/coldstart/)."""
     from fp4doctor.coldstart.verdict import judge
 
+    deployment = evaluation.context.deployment
     try:
         return judge(
             evaluation.facts,
@@ -525,7 +526,8 @@ def _cold_start(question: Question, evaluation: Evaluation, resolution: Resoluti
             engine_version=evaluation.engine.version,
             family=evaluation.family,
             backend=resolution.chosen,
-            ranks=question.tp_size,
+            ranks=deployment.tp or 1,
+            switched_off=deployment.origin("autotune") if deployment.autotune is False else None,
         )
     except profile.ProfileError as exc:
         raise QuestionError(str(exc)) from None

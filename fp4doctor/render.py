@@ -385,10 +385,8 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
         out.marked(Status.FAIL, f"{label} cannot select: {', '.join(unselectable)} (-v: why)")
     if other_gpu:
         ccs = ", ".join(sorted({g.cc_text for g in evaluation.facts.gpus}))
-        out.marked(
-            Status.FAIL,
-            f"not for compute capability {ccs}: {', '.join(other_gpu)} (-v: what each needs)",
-        )
+        where = f"not for compute capability {ccs}" if ccs else "no NVIDIA GPU is visible"
+        out.marked(Status.FAIL, f"{where}: {', '.join(other_gpu)} (-v: what each needs)")
 
 
 # How each cold-start state is marked: a first start that compiles or tunes is a warning.

@@ -106,7 +106,6 @@ class Resolution:
             "arguments": dict(self.arguments),
             "ready": self.ready,
             "notes": list(self.notes),
-            "as_set": self.as_set.to_dict() if self.as_set else None,
         }
 
 
