@@ -218,11 +218,12 @@ def _vllm_kernel_fields(f: Fields) -> None:
 
 def vllm_derived(f: Fields) -> None:
     """The kernel-config and compilation fields, then vLLM's EP size: with
-    --enable-expert-parallel, the experts are split over TP x DP ranks (vllm/model_executor/layers/fused_moe/layer.py 0.8.0-0.9.1: `self.ep_size = self.tp_size *
-    self.dp_size`; FusedMoEParallelConfig.make in fused_moe/config.py from 0.9.2, x PCP from
-    0.12.0: `use_ep = dp_size_ * pcp_size_ * tp_size_ > 1 and enable_expert_parallel`, then
-    `ep_size = tp_size` after flattening TP across DP and PCP). Without it EP is 1, and it is
-    not set here."""
+    --enable-expert-parallel the experts are split over the TP x DP ranks
+    (vllm/model_executor/layers/fused_moe/layer.py 0.8.0-0.9.1: `self.ep_size =
+    self.tp_size * self.dp_size`; FusedMoEParallelConfig.make in fused_moe/config.py from
+    0.9.2, x PCP from 0.12.0: `use_ep = dp_size_ * pcp_size_ * tp_size_ > 1 and
+    enable_expert_parallel`, then `ep_size = tp_size` after flattening TP across DP and PCP).
+    Without it EP is 1, and it is not set here."""
     _vllm_kernel_fields(f)
     _vllm_compilation_fields(f)
     pcp = f.settings.pop("_pcp", None)
