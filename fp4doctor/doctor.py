@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.coldstart.verdict import ColdStart
+    from fp4doctor.command import EngineCommand
     from fp4doctor.oracle.query import Asking
     from fp4doctor.settle import Stated
     from fp4doctor.smoke.result import SmokeResult
@@ -349,23 +350,87 @@ def _prestart(question: Question) -> Prestarted | None:
 
 
 def _deployment(
-    question: Question, ckpt: Checkpoint | None, prof: Profile, host: HostFacts
+    question: Question,
+    ckpt: Checkpoint | None,
+    prof: Profile,
+    host: HostFacts,
+    command: EngineCommand | None,
 ) -> Deployment:
-    """The deployment as it will run (fp4doctor/settle.py): what the question states, else the
-    engine release's defaults; the autotune off where `skip_autotune` writes the knob."""
-    from fp4doctor.settle import settle
+    """The deployment as it will run (fp4doctor/settle.py): what the engine's command line and
+    fp4doctor's options state, else the engine release's defaults; the autotune off where
+    `skip_autotune` writes the knob."""
+    from fp4doctor.settle import settle, stated_by
 
     engine = engine_version(prof, host, question.engine_version)
+    try:
+        stated = stated_by(command, question.stated())
+    except ValueError as exc:
+        raise QuestionError(str(exc)) from None
     return settle(
         target=prof.target,
         engine_version=engine.version,
         engine_label=f"{prof.title} {engine.version}",
         host=host,
-        stated=question.stated(),
+        stated=stated,
         architectures=ckpt.architectures() if ckpt is not None else None,
         experts=ckpt.experts() if ckpt is not None else None,
         skip_autotune=question.skip_autotune,
     )
+
+
+def _with_command_target(question: Question) -> Question:
+    """The question with the target the engine's command line starts (`vllm serve` is vLLM);
+    a --target that names another engine is a usage error."""
+    if not question.command:
+        return question
+    from fp4doctor.command import CommandError
+    from fp4doctor.command.launcher import recognise
+
+    try:
+        target = recognise(question.command).target
+    except CommandError as exc:
+        raise QuestionError(str(exc)) from None
+    if question.target is not None and question.target != target:
+        raise QuestionError(
+            f"--target {question.target}: the command line starts {target}; drop --target "
+            "or run the other engine's command"
+        )
+    return replace(question, target=target)
+
+
+def _engine_command(question: Question, prof: Profile, host: HostFacts) -> EngineCommand | None:
+    """The engine's command line read with the flags of the release judged (an unknown flag or
+    value is the engine's own usage error, now)."""
+    if not question.command:
+        return None
+    from fp4doctor.command import CommandError, parse
+
+    engine = engine_version(prof, host, question.engine_version)
+    environ = host.env if question.facts_file else os.environ
+    try:
+        return parse(question.command, release=engine.version, environ=environ)
+    except CommandError as exc:
+        raise QuestionError(str(exc)) from None
+
+
+def _with_command(question: Question, command: EngineCommand) -> Question:
+    """The question with the model the command line serves (unless --model names one) and the
+    parallel sizes its per-rank shapes are read at: TP, and with expert parallelism each
+    expert whole on a rank (EP = TP for the shapes; the EP size itself is settled apart)."""
+    model = question.model if question.model is not None else command.model
+    tp = question.tp if question.tp is not None else command.value("tp")
+    ep = question.ep
+    if ep is None and command.value("ep") is not None:
+        ep = min(int(command.value("ep")), int(tp or 1))
+    return replace(question, model=model, tp=tp, ep=ep)
+
+
+def _readable_checkpoint(question: Question) -> tuple[Checkpoint | None, str | None]:
+    """The model's checkpoint, or None and why, when it is named but cannot be read offline."""
+    try:
+        return _checkpoint(question), None
+    except _Unread as exc:
+        return None, f"{exc}: judged without the model's checkpoint"
 
 
 def _engine_args(question: Question, prof: Profile, host: HostFacts) -> dict[str, str]:
@@ -390,20 +455,26 @@ def _engine_args(question: Question, prof: Profile, host: HostFacts) -> dict[str
 def _diagnose(
     question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
 ) -> Report:
+    question = _with_command_target(question)  # the engine the command line starts
     unread: str | None = None
-    try:
-        ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
-    except _Unread as exc:
-        ckpt, unread = None, f"{exc}: judged without the model's checkpoint"
+    if not question.command:  # a bad --model is a usage error, before any probe
+        ckpt, unread = _readable_checkpoint(question)
     host, prof = _host_and_profile(question, given)
+    command = _engine_command(question, prof, host)
+    if command is not None:
+        question = _with_command(question, command)
+        ckpt, unread = _readable_checkpoint(question)
     ignore = question.ignore_ids()
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
         families = [f for f in families if f in ckpt.families()] or families
-    deployment = _deployment(question, ckpt, prof, host)
+    deployment = _deployment(question, ckpt, prof, host, command)
     if unread is not None:
         deployment = replace(deployment, notes=(unread, *deployment.notes))
+    if command is not None:
+        deployment = replace(deployment, notes=(*command.notes, *deployment.notes))
     args = _engine_args(question, prof, host)
+    env = {**host.env, **(command.environment if command is not None else {})}
     statics = [
         evaluate(
             prof,
@@ -413,6 +484,7 @@ def _diagnose(
             family=f,
             deployment=deployment,
             args=args,
+            env=env,
         )
         for f in families
     ]
@@ -433,6 +505,7 @@ def _diagnose(
                 family=family,
                 deployment=deployment,
                 args=args,
+                env=env,
             )
             if own
             else static

@@ -15,10 +15,14 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.deployment import Deployment
+
+if TYPE_CHECKING:
+    from fp4doctor.command import EngineCommand
 from fp4doctor.facts import HostFacts
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 from fp4doctor.textfile import UnreadableText, read_text
@@ -49,6 +53,33 @@ class Defaults:
     expert_parallel: bool | None = None  # vLLM: EP = TP x DP when on
     cuda_graphs: bool | None = None
     cuda_graphs_off_flag: str | None = None
+
+
+# The command line's fields that settle a deployment field (fp4doctor/command FIELDS).
+_FROM_COMMAND = ("tp", "dp", "ep", "expert_parallel", "cuda_graphs", "autotune")
+
+
+def stated_by(command: EngineCommand | None, options: Mapping[str, Stated]) -> dict[str, Stated]:
+    """What the deployment states: the engine's command line first, then fp4doctor's own
+    options for what the command line leaves unsaid. The two disagreeing is a ValueError."""
+    stated: dict[str, Stated] = {}
+    if command is not None:
+        for field in _FROM_COMMAND:
+            setting = command.settings.get(field)
+            if setting is not None:
+                stated[field] = Stated(setting.value, setting.describe())
+        eager = command.settings.get("enforce_eager")
+        if "cuda_graphs" not in stated and eager is not None and eager.value:
+            stated["cuda_graphs"] = Stated(False, eager.describe())
+    for field, said in options.items():
+        mine = stated.get(field)
+        if mine is not None and mine.value != said.value:
+            raise ValueError(
+                f"{said.origin.removeprefix('set by ')} disagrees with the engine's command "
+                f"line ({mine.origin}): drop one"
+            )
+        stated.setdefault(field, said)
+    return stated
 
 
 def settle(
@@ -152,6 +183,11 @@ def _autotune(
         if said is not None:
             notes.append(f"{said.origin}: {label} runs no FlashInfer autotune ({rule.reason})")
         origins["autotune"] = f"{label} default ({rule.reason})"
+        return False
+    if target != "flashinfer" and host.packages.version("flashinfer-python") is None:
+        # The engines tune FlashInfer's kernels only where FlashInfer is installed
+        # (kernel_warmup's has_flashinfer(), coldstart.yaml's sources).
+        origins["autotune"] = f"{label} default (no FlashInfer installed: nothing to tune)"
         return False
     gated = [
         g

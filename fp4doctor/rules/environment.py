@@ -122,7 +122,8 @@ def lint(
     if not selections:
         return findings, None
     winner = selections[0][1]
-    companions = {n for n, _ in era_vars[winner.variable][1].also}
+    winning_knob = next(k for k in era.knobs if k.name == winner.variable)
+    companions = {n for n, _ in winning_knob.also}
     for _, loser in selections[1:]:
         if loser.variable in companions:  # set with the winner so that it is read at all
             continue
