@@ -408,7 +408,7 @@ def short_reason(finding: Finding) -> str:
     """A problem in a few words: a known bug by its symptom and advisory id (`fp4doctor
     advisories` tells the rest), anything else by its reason."""
     if finding.kind is Kind.ADVISORY and finding.advisory:
-        what = _SYMPTOM_WORDS.get(finding.symptom, "bug")
+        what = _SYMPTOM_WORDS[finding.symptom] if finding.symptom else "bug"
         return f"a known {what} (advisory {finding.advisory})"
     return finding.reason
 

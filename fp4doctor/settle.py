@@ -114,7 +114,7 @@ def settle(
     if "ep" in stated:
         ep = pick("ep", None)
     elif stated.get("expert_parallel") and stated["expert_parallel"].value:
-        ep = int(tp or 1) * int(dp or 1)
+        ep = (_int(tp) or 1) * (_int(dp) or 1)
         origins["ep"] = f"{stated['expert_parallel'].origin}: EP = TP x DP"
     elif defaults is not None and (defaults.ep is not None or defaults.expert_parallel is False):
         ep = pick("ep", defaults.ep or 1, "no expert parallelism")
