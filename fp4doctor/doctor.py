@@ -433,10 +433,13 @@ def _readable_checkpoint(question: Question) -> tuple[Checkpoint | None, str | N
         return None, f"{exc}: judged without the model's checkpoint"
 
 
-def _engine_args(question: Question, prof: Profile, host: HostFacts) -> dict[str, str]:
+def _engine_args(
+    question: Question, prof: Profile, host: HostFacts, command: EngineCommand | None
+) -> dict[str, str]:
     """The engine's flags as set: the command line's, then its args variable's
     (`FP4DOCTOR_VLLM_ARGS`, as `vllm serve MODEL $FP4DOCTOR_VLLM_ARGS` passes them): in this
-    environment, or in the facts' when judging a snapshot."""
+    environment, or in the facts' when judging a snapshot. A backend flag the command line
+    reader normalised (vLLM lower-cases and turns `-` into `_`) carries the engine's value."""
     import shlex
 
     from fp4doctor.settle import engine_flags
@@ -449,7 +452,15 @@ def _engine_args(question: Question, prof: Profile, host: HostFacts) -> dict[str
             words += shlex.split(env[variable])
         except ValueError as exc:
             raise QuestionError(f"{variable}={env[variable]!r} cannot be split: {exc}") from None
-    return engine_flags(words)
+    flags = engine_flags(words)
+    for field in ("linear_backend", "moe_backend"):
+        setting = command.settings.get(field) if command is not None else None
+        if setting is None:
+            continue
+        flag = "--" + setting.flag.split()[0].partition("=")[0].lstrip("-").replace("_", "-")
+        if flag in flags:
+            flags[flag] = str(setting.value)
+    return flags
 
 
 def _diagnose(
@@ -473,7 +484,7 @@ def _diagnose(
         deployment = replace(deployment, notes=(unread, *deployment.notes))
     if command is not None:
         deployment = replace(deployment, notes=(*command.notes, *deployment.notes))
-    args = _engine_args(question, prof, host)
+    args = _engine_args(question, prof, host, command)
     env = {**host.env, **(command.environment if command is not None else {})}
     statics = [
         evaluate(

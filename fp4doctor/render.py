@@ -194,12 +194,16 @@ def _verdict_section(out: _Lines, report: Report) -> None:
         status = {True: Status.PASS, False: Status.FAIL, None: Status.SKIP}[as_set.runs]
         why = ""
         if as_set.runs is False:
-            why = ": cannot run here" + (" (above)" if not counted else f": {as_set.reason}")
+            detail = as_set.reason if out.verbose else "-v: why"
+            why = ": cannot run here" + (" (above)" if not counted else f" ({detail})")
         out.marked(
             status,
             f"{part.title.ljust(width)}  {as_set.backend}, by {as_set.by}{why}{counted}",
             hang=width + 2,
         )
+        if part.chosen is not None and part.chosen != as_set.backend:
+            how = _knob_text(part.evaluation, part.resolution)
+            out.text(f"→ best: {part.chosen}, {how}", 4 + width, 2)
     deployment = report.families[0].evaluation.context.deployment
     out.text("deployment: " + deployment_text(deployment, out.verbose))
     for note in deployment.notes:
@@ -305,6 +309,8 @@ def _family_section(out: _Lines, part: FamilyPart, titled: bool, no_verdict: boo
     out.block(f"Environment{title}", evaluation.env_findings)
     # A live result is evidence, shown even when it passed.
     out.block(f"Live smoke GEMM (fp4doctor's own pipeline){title}", evaluation.smoke, passes=True)
+    if not out.verbose and not no_verdict:
+        return  # the choice is in the verdict and "As set" sections; -v repeats it here
     out.gap()
     out.heading(f"Choice{title}")
     if no_verdict:

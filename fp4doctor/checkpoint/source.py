@@ -73,9 +73,7 @@ def locate(model: str, *, hub: bool = False) -> Path | Remote:
             f"{model}: is a file; --model takes a checkpoint directory or a repo id"
         )
     if not REPO_ID.match(model):
-        raise CheckpointError(
-            f"{model}: no such directory (and not a Hugging Face repo id ORG/NAME)"
-        )
+        raise NotHere(f"{model}: no such directory here (and not a Hugging Face repo id ORG/NAME)")
     cached = cached_snapshot(model)
     if cached is not None:
         return cached
