@@ -92,8 +92,8 @@ def test_the_command_line_settles_tp_ep_and_the_model() -> None:
 
 def test_a_flag_the_release_does_not_have_is_a_usage_error() -> None:
     with pytest.raises(QuestionError, match="--moe-backend"):
-        diagnose(Question(facts_file=fixture("b200"), engine=False,
-                          command=("vllm", "serve", MOE_MODEL, "--moe-backend", "cutlass")))  # fmt: skip
+        command = ("vllm", "serve", MOE_MODEL, "--moe-backend", "cutlass")
+        diagnose(Question(facts_file=fixture("b200"), engine=False, command=command))
     p = run("check", "--facts", fixture("b200"), "--", "vllm", "serve", "M", "--moe-backend=x")
     assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
 
