@@ -20,8 +20,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort w
 EXIT_TERMINATED = 143  # 128 + SIGTERM, likewise
 EXIT_CODES_HELP = """\b
 Exit codes:
-  0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
-  1  not ready: the checks ran and the required path is not valid
+  0  ready as set: the kernel the engine will run per family can run here, no known bug
+  1  not ready: as set it runs a kernel that cannot run (the fix is named), or no valid path
   2  usage or profile error
   3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
   4  could not write the output (a full disk, a closed stdout or pipe)
