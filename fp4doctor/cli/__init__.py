@@ -1,8 +1,8 @@
 """The command line: parse, call the doctor core, render, pick the exit code.
 
 Exit codes (a contract, see README):
-  0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
-  1  not ready: the checks ran, and the required path is not valid
+  0  ready as set: the kernel the engine will run per family can run here, no known bug
+  1  not ready: as set it runs a kernel that cannot run (the fix is named), or no valid path
   2  usage or profile error
   3  no verdict could be reached (e.g. NVML cannot tell which GPUs exist)
   4  could not write the output (a full disk, a closed stdout or pipe); one line on stderr
