@@ -355,6 +355,7 @@ def _deployment(
     prof: Profile,
     host: HostFacts,
     command: EngineCommand | None,
+    options: dict[str, Stated],
 ) -> Deployment:
     """The deployment as it will run (fp4doctor/settle.py): what the engine's command line and
     fp4doctor's options state, else the engine release's defaults; the autotune off where
@@ -363,7 +364,7 @@ def _deployment(
 
     engine = engine_version(prof, host, question.engine_version)
     try:
-        stated = stated_by(command, question.stated())
+        stated = stated_by(command, options)
     except ValueError as exc:
         raise QuestionError(str(exc)) from None
     return settle(
@@ -467,6 +468,7 @@ def _diagnose(
     question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
 ) -> Report:
     question = _with_command_target(question)  # the engine the command line starts
+    options = question.stated()  # fp4doctor's own --tp/--ep/...: before the command fills them
     unread: str | None = None
     if not question.command:  # a bad --model is a usage error, before any probe
         ckpt, unread = _readable_checkpoint(question)
@@ -479,7 +481,7 @@ def _diagnose(
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
         families = [f for f in families if f in ckpt.families()] or families
-    deployment = _deployment(question, ckpt, prof, host, command)
+    deployment = _deployment(question, ckpt, prof, host, command, options)
     if unread is not None:
         deployment = replace(deployment, notes=(unread, *deployment.notes))
     if command is not None:

@@ -363,7 +363,7 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
         if possible and not verbose and problem is None:
             text += f"; {_count(len(possible), 'possible problem')}, not established (-v)"
         out.marked(status, f"{name.ljust(width)}  {text}", hang=width + 2)
-        if problem is not None and problem.fix and verbose:
+        if problem is not None and problem.fix:
             out.text(f"fix: {problem.fix}", 6 + width, 5)
         details = (
             verdict.findings
