@@ -129,7 +129,7 @@ def lint(
             continue
         findings.append(
             _finding(
-                f"env.{loser.variable}.overridden",
+                f"{_fid(loser)}.overridden",
                 Status.WARN,
                 f"{loser.setting} has no effect: {winner.setting} takes precedence in "
                 f"{engine_label}" + (f" ({winner.note})" if winner.note else ""),
@@ -141,7 +141,7 @@ def lint(
         problem = verdict.first_problem()
         findings.append(
             _finding(
-                f"env.{winner.variable}.backend",
+                f"{_fid(winner)}.backend",
                 Status.FAIL,
                 f"{winner.setting} makes {engine_label} use {winner.backend}, which cannot run "
                 f"here: {problem.reason if problem else 'see its findings'}",
@@ -150,6 +150,11 @@ def lint(
             )
         )
     return findings, winner
+
+
+def _fid(selection: Selection) -> str:
+    """`env.VLLM_NVFP4_GEMM_BACKEND`, or `args.linear-backend` for a flag."""
+    return f"args.{selection.variable.lstrip('-')}" if selection.flag else f"env.{selection.variable}"
 
 
 def _corrected(knob: Knob, value: str | None) -> str:
