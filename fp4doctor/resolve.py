@@ -9,6 +9,7 @@ a `--prefer`/`--require` value is meant for which family.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fp4doctor.findings import Finding, Kind, Status, Symptom
 from fp4doctor.profile.model import (
@@ -199,205 +200,214 @@ def resolve(
     )
 
 
+@dataclass(frozen=True)
+class _Wish:
+    """What `--prefer`/`--require` ask of one family, read once: the backends each names (best
+    first) and what may be chosen at all."""
+
+    prefer: str | None
+    require: str | None
+    preferred: tuple[str, ...]  # the --prefer family, else the --require one
+    required: tuple[str, ...]  # the backends a named --require allows
+    allowed: tuple[str, ...]
+
+    @classmethod
+    def read(cls, evaluation: Evaluation, prefer: str | None, require: str | None) -> _Wish:
+        profile = evaluation.profile
+        required: list[str] = []
+        if require not in (None, REQUIRE_ANY, REQUIRE_NATIVE):
+            required = family(evaluation, str(require), "--require")
+        preferred = family(evaluation, prefer, "--prefer") if prefer else required
+        allowed = list(profile.backends)
+        if required:
+            allowed = required
+        elif require == REQUIRE_NATIVE:
+            allowed = [b for b in allowed if profile.backends[b].native]
+        return cls(prefer, require, tuple(preferred), tuple(required), tuple(allowed))
+
+    @property
+    def named(self) -> str | None:
+        return self.preferred[0] if self.preferred else None
+
+
+class _Step:
+    """One family's resolution as it is worked out: the evaluation asked, and what is said."""
+
+    def __init__(self, evaluation: Evaluation, wish: _Wish) -> None:
+        self.evaluation, self.wish = evaluation, wish
+        self.label = evaluation.engine_label
+        self.notes: list[str] = []
+        self.findings: list[Finding] = []
+
+    def usable(self, name: str) -> bool:
+        """Valid here, and reachable: a knob selects it, or the engine picks it by itself."""
+        e = self.evaluation
+        reachable = e.era.selecting_knob(name) is not None or name == e.engine_auto
+        return e.valid(name) and reachable
+
+    def why_not(self, name: str) -> str:
+        problems = self.evaluation.verdicts[name].problems()
+        if problems:
+            return "; ".join(dict.fromkeys(short_reason(p) for p in problems[:3]))
+        return f"{self.label} reaches it only through its automatic order, which picks another here"
+
+    def add(self, name: str, status: Status, reason: str, **more: Any) -> None:
+        fid = finding_id(self.evaluation.family, name)
+        self.findings.append(Finding(fid, status, reason, **more))
+
+
 def _resolve(
     evaluation: Evaluation, prefer: str | None = None, require: str | None = None
 ) -> Resolution:
     """Choose the backend and its knobs. `require` (NAME, 'native' or 'any') narrows what may be
-    chosen, and a named requirement is also the preference; nothing else chosen is then ready."""
-    profile, era = evaluation.profile, evaluation.era
-    label = evaluation.engine_label
-    notes: list[str] = []
-    findings: list[Finding] = []
-    fam = evaluation.family
-
-    def usable(name: str) -> bool:
-        reachable = era.selecting_knob(name) is not None or name == evaluation.engine_auto
-        return evaluation.valid(name) and reachable
-
-    def why_not(name: str) -> str:
-        problems = evaluation.verdicts[name].problems()
-        if problems:
-            return "; ".join(dict.fromkeys(short_reason(p) for p in problems[:3]))
-        return f"{label} reaches it only through its automatic order, which picks another here"
-
-    required_family: list[str] = []
-    if require not in (None, REQUIRE_ANY, REQUIRE_NATIVE):
-        required_family = family(evaluation, str(require), "--require")
-    required = required_family[0] if required_family else None
-    preferred_family = family(evaluation, prefer, "--prefer") if prefer else required_family
-    preferred = preferred_family[0] if preferred_family else None
-    allowed = list(profile.backends)
-    if required_family:
-        allowed = required_family
-    elif require == REQUIRE_NATIVE:
-        allowed = [b for b in allowed if profile.backends[b].native]
-
-    engine_pick = evaluation.engine_pick
-    auto_order = list(engine_pick.order)
-    chosen: str | None = None
-    for member in (b for b in preferred_family if b in allowed):
-        if usable(member):
-            chosen = member
-            break
-        if prefer:  # with --require alone, its own finding says why
-            notes.append(f"{member} is not usable here: {why_not(member)}")
+    chosen, and a named requirement is also the preference; nothing else chosen is then ready.
+    The steps: the wish read once, the named backend, else the engine's order among the valid
+    ones, what runs as set, then the findings that say so."""
+    step = _Step(evaluation, _Wish.read(evaluation, prefer, require))
+    chosen = _named_choice(step)
     if chosen is None:
-        candidates = [b for b in dict.fromkeys([*auto_order, *profile.backends]) if b in allowed]
-        valid = [b for b in candidates if usable(b)]
-        # Established failures are already out; among the rest, a backend with no known risk
-        # (a bug whose trigger is not established, or one that is slow here) comes first.
-        clean = [b for b in valid if not evaluation.verdicts[b].risks()]
-        chosen = clean[0] if clean else (valid[0] if valid else None)
-        native = [b for b in valid if profile.backends[b].native]
-        if chosen is not None and chosen not in native:
-            # A weight-only fallback (Marlin, emulation) is slow for certain: it is not chosen
-            # over a native FP4 backend ahead of it for a risk that is not established.
-            ahead = [b for b in native if valid.index(b) < valid.index(chosen)]
-            if ahead:
-                chosen = next((b for b in clean if b in native), ahead[0])
-        for b in valid[: valid.index(chosen)] if chosen in valid else []:
-            risks = evaluation.verdicts[b].risks()
-            why = (
-                _risk_text(risks[0])
-                if risks
-                else "a weight-only fallback, slower than the native FP4 backends valid here"
-            )
-            notes.append(f"passing over {b}: {why}")
-        if chosen is not None and preferred is not None:
-            notes.append(f"falling back to {chosen}, the best backend that is valid here")
-    elif chosen != preferred:
-        notes.append(f"using {chosen}, of the same family as {prefer or require}")
-    selection = evaluation.env_selection
-    if selection is not None and chosen != selection.backend and usable(selection.backend):
-        # The knobs set select a backend that runs here: that is what the engine runs as set
-        # (not a failure); the choice is advice, and says why it differs.
-        risks = evaluation.verdicts[selection.backend].risks()
-        notes.append(
-            f"as set, {selection.setting} makes {label} run {selection.backend}"
-            + (f", with {_risk_text(risks[0])}" if risks else "")
-            + f"; {chosen} is advised instead"
-        )
+        chosen = _automatic_choice(step)
+    elif chosen != step.wish.named:
+        step.notes.append(f"using {chosen}, of the same family as {prefer or require}")
+    as_set = _as_set(step, chosen)
+    _engine_pick_findings(step, chosen, as_set)
+    _choice_findings(step, chosen)
+    if chosen is None:
+        return Resolution(chosen=None, knob=None, ready=False, notes=tuple(step.notes),
+                          findings=tuple(step.findings), as_set=as_set)  # fmt: skip
+    # With no preference, the engine's own choice is left to the engine (a knob would narrow
+    # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
+    pin = step.wish.named is not None or chosen != evaluation.engine_auto
+    return replace(_knobs(evaluation, chosen, pin, step.notes, step.findings), as_set=as_set)
 
-    # What runs as set: a knob as set, the backend --prefer/--require names (the user passes
-    # its knob), else the engine's own pick.
-    auto = engine_pick.backend
-    named = chosen is not None and chosen in preferred_family
-    as_set: AsSet | None
+
+def _named_choice(step: _Step) -> str | None:
+    """The first backend the wish names that is usable here."""
+    wish = step.wish
+    for member in (b for b in wish.preferred if b in wish.allowed):
+        if step.usable(member):
+            return member
+        if wish.prefer:  # with --require alone, its own finding says why
+            step.notes.append(f"{member} is not usable here: {step.why_not(member)}")
+    return None
+
+
+def _automatic_choice(step: _Step) -> str | None:
+    """The engine's automatic order, then the profile's, among the usable backends: one with no
+    known risk first, and a weight-only fallback never over a native backend ahead of it for a
+    risk that is not established. Each backend passed over is said."""
+    evaluation, wish = step.evaluation, step.wish
+    profile = evaluation.profile
+    order = [*evaluation.engine_pick.order, *profile.backends]
+    valid = [b for b in dict.fromkeys(order) if b in wish.allowed and step.usable(b)]
+    clean = [b for b in valid if not evaluation.verdicts[b].risks()]
+    chosen = clean[0] if clean else (valid[0] if valid else None)
+    native = [b for b in valid if profile.backends[b].native]
+    if chosen is not None and chosen not in native:
+        ahead = [b for b in native if valid.index(b) < valid.index(chosen)]
+        if ahead:
+            chosen = next((b for b in clean if b in native), ahead[0])
+    for b in valid[: valid.index(chosen)] if chosen in valid else []:
+        risks = evaluation.verdicts[b].risks()
+        why = (
+            _risk_text(risks[0])
+            if risks
+            else "a weight-only fallback, slower than the native FP4 backends valid here"
+        )
+        step.notes.append(f"passing over {b}: {why}")
+    if chosen is not None and wish.named is not None:
+        step.notes.append(f"falling back to {chosen}, the best backend that is valid here")
+    return chosen
+
+
+def _as_set(step: _Step, chosen: str | None) -> AsSet | None:
+    """What runs as set: a knob as set, the backend --prefer/--require names (the user passes
+    its knob), else the engine's own pick."""
+    evaluation, label = step.evaluation, step.label
+    selection = evaluation.env_selection
+    pick = evaluation.engine_pick
     if selection is not None:
         runs = evaluation.valid(selection.backend)
-        as_set = AsSet(selection.backend, selection.setting, runs,
-                       "" if runs else why_not(selection.backend))  # fmt: skip
-    elif named:
-        what = "--prefer" if prefer else "--require"
-        as_set = AsSet(chosen, f"{what} {prefer or require} (its knob passed)", True)
-    elif auto is not None:
-        as_set = AsSet(auto, f"{label}'s own pick", not engine_pick.fails,
-                       why_not(auto) if engine_pick.fails else "", engine_pick=True)  # fmt: skip
-    else:
-        as_set = None
-    if auto is not None and engine_pick.fails and selection is None and not named:
-        # The engine, as set, runs a kernel that cannot run here (a host rule, a known bug, the
-        # model's shapes): the deployment as set is not ready; `env` steers away.
-        findings.append(
-            Finding(
-                finding_id(fam, "engine_auto"),
-                Status.FAIL,
-                f"as set, {label} picks {auto} by itself, which cannot run here: {why_not(auto)}",
-                fix='eval "$(fp4doctor env)"' if chosen else None,
-                backend=auto,
-                kind=Kind.ENGINE_PICK,
+        if runs and chosen != selection.backend and step.usable(selection.backend):
+            # A knob as set selects a backend that runs here: not a failure; the choice is
+            # advice, and says why it differs.
+            risks = evaluation.verdicts[selection.backend].risks()
+            step.notes.append(
+                f"as set, {selection.setting} makes {label} run {selection.backend}"
+                + (f", with {_risk_text(risks[0])}" if risks else "")
+                + f"; {chosen} is advised instead"
             )
-        )
-    elif auto is not None and engine_pick.fails:
-        findings.append(
-            Finding(
-                finding_id(fam, "engine_auto"),
-                Status.WARN,
-                f"{label}, left alone, picks {auto}, which cannot run here: {why_not(auto)}",
-                backend=auto,
-                kind=Kind.ENGINE_PICK,
-            )
-        )
+        return AsSet(selection.backend, selection.setting, runs,
+                     "" if runs else step.why_not(selection.backend))  # fmt: skip
+    if chosen is not None and chosen in step.wish.preferred:
+        what = "--prefer" if step.wish.prefer else "--require"
+        return AsSet(chosen, f"{what} {step.wish.prefer or step.wish.require} (its knob passed)",
+                     True)  # fmt: skip
+    if pick.backend is not None:
+        why = step.why_not(pick.backend) if pick.fails else ""
+        return AsSet(pick.backend, f"{label}'s own pick", not pick.fails, why, engine_pick=True)
+    return None
+
+
+def _engine_pick_findings(step: _Step, chosen: str | None, as_set: AsSet | None) -> None:
+    """The engine's own pick, when it cannot run here: a failure as set when nothing set selects
+    another (`env` steers away), a warning otherwise."""
+    evaluation, label = step.evaluation, step.label
+    pick = evaluation.engine_pick
+    auto = pick.backend
+    fix = 'eval "$(fp4doctor env)"' if chosen else None
+    decides = as_set is None or as_set.engine_pick  # nothing set selects another backend
+    if auto is not None and pick.fails:
+        why = step.why_not(auto)
+        if decides:
+            reason = f"as set, {label} picks {auto} by itself, which cannot run here: {why}"
+            step.add("engine_auto", Status.FAIL, reason, fix=fix, backend=auto,
+                     kind=Kind.ENGINE_PICK)  # fmt: skip
+        else:
+            reason = f"{label}, left alone, picks {auto}, which cannot run here: {why}"
+            step.add("engine_auto", Status.WARN, reason, backend=auto, kind=Kind.ENGINE_PICK)
     elif (
-        auto is None and engine_pick.known and evaluation.facts.gpus and (era.auto or not era.knobs)
+        auto is None
+        and pick.known
+        and evaluation.facts.gpus
+        and (evaluation.era.auto or not evaluation.era.knobs)
     ):
         # (A library used directly, with no automatic order but a knob, picks nothing by
         # itself: the caller chooses. Not a warning.)
-        findings.append(
-            Finding(
-                finding_id(fam, "engine_auto"),
-                Status.FAIL if selection is None and not named else Status.WARN,
-                f"{label}, left alone, finds no NVFP4 backend on this host and stops at model load",
-                fix='eval "$(fp4doctor env)"' if chosen else None,
-                kind=Kind.ENGINE_PICK,
-            )
-        )
+        step.add("engine_auto", Status.FAIL if decides else Status.WARN,
+                 f"{label}, left alone, finds no NVFP4 backend on this host and stops at model "
+                 "load", fix=fix, kind=Kind.ENGINE_PICK)  # fmt: skip
 
+
+def _choice_findings(step: _Step, chosen: str | None) -> None:
+    """The choice, or why there is none: the requirement unmet, or no backend valid here."""
+    evaluation, wish, label = step.evaluation, step.wish, step.label
     if chosen is not None:
-        findings.append(
-            Finding(
-                finding_id(fam, "choice"),
-                Status.PASS,
-                f"use {chosen}",
-                backend=chosen,
-                kind=Kind.CHOICE,
-            )
-        )
-    elif required is not None:
-        findings.append(
-            Finding(
-                finding_id(fam, "require"),
-                Status.FAIL,
-                f"--require {require}: "
-                + "; ".join(f"{b} is not usable here: {why_not(b)}" for b in required_family),
-                backend=required,
-                kind=Kind.REQUIRE,
-            )
-        )
-    elif require == REQUIRE_NATIVE:
-        natives = ", ".join(f"{b}: {why_not(b)}" for b in allowed[:3])
-        findings.append(
-            Finding(
-                finding_id(fam, "require"),
-                Status.FAIL,
-                f"--require native: no native FP4 backend is usable here ({natives})",
-                kind=Kind.REQUIRE,
-            )
-        )
+        step.add("choice", Status.PASS, f"use {chosen}", backend=chosen, kind=Kind.CHOICE)
+    elif wish.required:
+        why = "; ".join(f"{b} is not usable here: {step.why_not(b)}" for b in wish.required)
+        step.add("require", Status.FAIL, f"--require {wish.require}: {why}",
+                 backend=wish.required[0], kind=Kind.REQUIRE)  # fmt: skip
+    elif wish.require == REQUIRE_NATIVE:
+        natives = ", ".join(f"{b}: {step.why_not(b)}" for b in wish.allowed[:3])
+        step.add("require", Status.FAIL,
+                 f"--require native: no native FP4 backend is usable here ({natives})",
+                 kind=Kind.REQUIRE)  # fmt: skip
     else:
         # A backend that would run here but that this release cannot reach: the fix is a
         # package change (its knob finding says which), not a knob.
-        reachable_by_packages = [
-            p for name in allowed if (p := _only_unreachable(evaluation, name)) is not None
+        unreachable = [
+            p for name in wish.allowed if (p := _only_unreachable(evaluation, name)) is not None
         ]
-        findings.append(
-            Finding(
-                finding_id(fam, "choice"),
-                Status.FAIL,
-                f"no {_WHAT[fam]} backend that {label} can use is valid on this host"
-                + (
-                    f"; {reachable_by_packages[0].backend} would run, but {label} "
-                    "cannot select it as installed"
-                    if reachable_by_packages
-                    else ""
-                ),
-                fix=reachable_by_packages[0].fix if reachable_by_packages else None,
-                kind=Kind.CHOICE,
-            )
+        but = (
+            f"; {unreachable[0].backend} would run, but {label} cannot select it as installed"
+            if unreachable
+            else ""
         )
-    if chosen is None:
-        return Resolution(
-            chosen=None,
-            knob=None,
-            ready=False,
-            notes=tuple(notes),
-            findings=tuple(findings),
-            as_set=as_set,
-        )
-    # With no preference, the engine's own choice is left to the engine (a knob would narrow
-    # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
-    pin = preferred is not None or chosen != auto
-    return replace(_knobs(evaluation, chosen, pin, notes, findings), as_set=as_set)
+        step.add("choice", Status.FAIL,
+                 f"no {_WHAT[evaluation.family]} backend that {label} can use is valid on this "
+                 f"host{but}", fix=unreachable[0].fix if unreachable else None,
+                 kind=Kind.CHOICE)  # fmt: skip
 
 
 _SYMPTOM_WORDS = {Symptom.CRASH: "crash", Symptom.WRONG_OUTPUT: "wrong output",
