@@ -154,7 +154,8 @@ def lint(
 
 def _fid(selection: Selection) -> str:
     """`env.VLLM_NVFP4_GEMM_BACKEND`, or `args.linear-backend` for a flag."""
-    return f"args.{selection.variable.lstrip('-')}" if selection.flag else f"env.{selection.variable}"
+    name = selection.variable
+    return f"args.{name.lstrip('-')}" if selection.flag else f"env.{name}"
 
 
 def _corrected(knob: Knob, value: str | None) -> str:
