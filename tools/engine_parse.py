@@ -20,8 +20,8 @@ import io
 import json
 import os
 import sys
-from pathlib import Path
 from contextlib import redirect_stderr
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
