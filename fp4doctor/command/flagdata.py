@@ -48,33 +48,35 @@ class FlagData:
     source: str
 
     def history(self, name: str) -> str:
-        """When `name` existed: "introduced in vllm 0.22.0", "removed in sglang 0.5.5 (last in
-        0.5.4)", "in vllm 0.8.0-0.11.2", or "" when no covered release has it."""
-        spans = self.ranges.get(name, ())
+        """When `name` existed: "introduced in vllm 0.22.0", "removed in sglang 0.5.4.post1
+        (last in 0.5.4)", "in vllm 0.12.0-0.20.2 (removed in 0.21.0)", "in vllm 0.8.0-0.28.0,
+        0.33.0-0.34.0"; "" when no covered release has it."""
+        spans = _merged(self.ranges.get(name, ()), self.releases)
         if not spans:
             return ""
-        first, last = spans[0][0], spans[-1][1]
-        newest = self.releases[-1]
-        if last == newest and len(spans) == 1:
-            return f"introduced in {self.target} {first}"
-        if first == self.releases[0] and len(spans) == 1:
-            after = self.releases[self.releases.index(last) + 1]
+        oldest, newest = self.releases[0], self.releases[-1]
+        if len(spans) > 1:
+            return f"in {self.target} " + ", ".join(f"{a}-{b}" if a != b else a for a, b in spans)
+        first, last = spans[0]
+        after = self.releases[self.releases.index(last) + 1] if last != newest else None
+        if after is None:
+            return "" if first == oldest else f"introduced in {self.target} {first}"
+        if first == oldest:
             return f"removed in {self.target} {after} (last in {last})"
-        return f"in {self.target} " + ", ".join(
-            a if a == b else f"{a}-{b}" for a, b, _ in _merged(spans, self.releases)
-        )
+        return f"in {self.target} {first}-{last} (removed in {after})"
 
 
 def _merged(
     spans: tuple[tuple[str, str, Mapping[str, Any]], ...], releases: tuple[str, ...]
-) -> list[tuple[str, str, None]]:
+) -> list[tuple[str, str]]:
+    """Adjacent release ranges joined (a range ends where its spec changes)."""
     out: list[list[str]] = []
     for first, last, _ in spans:
         if out and releases.index(out[-1][1]) + 1 == releases.index(first):
             out[-1][1] = last
         else:
             out.append([first, last])
-    return [(a, b, None) for a, b in out]
+    return [(a, b) for a, b in out]
 
 
 @dataclass(frozen=True)

@@ -240,7 +240,10 @@ def config_file(words: list[Word], label: str) -> tuple[str, dict[str, Any], int
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise CommandError(f"{label}: --config {path}: not valid YAML ({e})") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise CommandError(f"{label}: --config {path}: not valid YAML ({where}{problem})") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
