@@ -640,7 +640,7 @@ def test_sglang_config_yaml_from_0_5_3rc2(tmp_path: Path) -> None:
         "tp-size: 2\ndisable-cuda-graph: true\nenable-torch-compile: false\n"
         "moe-runner-backend: flashinfer_trtllm\n"
     )
-    cmd = sglang("--config", str(config), "--tp-size", "4")
+    cmd = sglang("--config", str(config), "--tp-size", "4", release="0.5.13")
     assert values(cmd) == {
         "model": M,
         "tp": 4,
@@ -648,6 +648,20 @@ def test_sglang_config_yaml_from_0_5_3rc2(tmp_path: Path) -> None:
         "moe_backend": "flashinfer_trtllm",
     }
     assert cmd.get("cuda_graphs").source == f"--config {config}"  # type: ignore[union-attr]
+
+
+def test_sglang_config_merger_refuses_what_it_cannot_convert(tmp_path: Path) -> None:
+    """From 0.5.14 --disable-cuda-graph is a DeprecatedStoreTrueAction, which the merger of the
+    releases that check (ConfigArgumentMerger.unsupported_actions) refuses in a config file."""
+    config = tmp_path / "sglang.yaml"
+    config.write_text("disable-cuda-graph: true\n")
+    refused(
+        ["sglang", "serve", "--model-path", M, "--config", str(config)],
+        "0.5.23",
+        r"^sglang 0.5.23: --config .*sglang.yaml: Unsupported config option "
+        r"'disable_cuda_graph' with action 'DeprecatedStoreTrueAction'$",
+    )
+    assert sglang("--disable-cuda-graph").value("cuda_graphs") is False  # on the command line
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ class Option:
     const: Any = None
     choices: tuple[str, ...] | None = None
     normalise: bool = False
+    action: str | None = None  # SGLang: an action other than store / store_true
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class FlagData:
     complete: frozenset[str]
     ranges: Mapping[str, tuple[tuple[str, str, Mapping[str, Any]], ...]]
     source: str
+    # SGLang releases whose --config merger refuses a key whose option is neither store_true
+    # nor one value ("Unsupported config option ..."; ConfigArgumentMerger.unsupported_actions)
+    config_strict: frozenset[str] = frozenset()
 
     def history(self, name: str) -> str:
         """When `name` existed: "introduced in vllm 0.22.0", "removed in sglang 0.5.4.post1
@@ -93,6 +97,10 @@ class ReleaseFlags:
     def label(self) -> str:
         return f"{self.data.target} {self.release}"
 
+    @property
+    def config_strict(self) -> bool:
+        return self.release in self.data.config_strict
+
 
 def _path(target: str) -> Path:
     return profiles_dir() / "flags" / f"{target}.json"
@@ -115,6 +123,7 @@ def load(target: str) -> FlagData | None:
         complete=frozenset(raw["complete"]),
         ranges=MappingProxyType(ranges),
         source=raw.get("source", ""),
+        config_strict=frozenset(raw.get("config_strict", ())),
     )
 
 
@@ -176,6 +185,7 @@ def _options(target: str, release: str) -> Mapping[str, Option]:
                     const=spec.get("const"),
                     choices=None if choices is None else tuple(choices),
                     normalise=bool(spec.get("normalise")),
+                    action=spec.get("action"),
                 )
                 break
     return MappingProxyType(out)

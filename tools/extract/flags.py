@@ -66,6 +66,7 @@ VLLM_FILES = re.compile(
 )
 SGLANG_FILES = re.compile(
     r"^sglang/srt/(server_args\.py|arg_groups/.+\.py|layers/quantization/__init__\.py|"
+    r"server_args_config_parser\.py|utils/server_args_config_parser\.py|"
     r"layers/moe/utils\.py)$"
 )
 # Files whose add_argument calls build the server parser.
@@ -359,6 +360,8 @@ def _option_spec(
             if got is not None:
                 got.pop("dest")
                 spec = got
+        if src.project == "sglang" and action not in ("store", "store_true"):
+            spec["action"] = action.rsplit(".", 1)[-1]  # SGLang's --config merger refuses these
     if "nargs" in kw and isinstance(kw["nargs"], ast.Constant) and kw["nargs"].value is None:
         spec["nargs"] = 1  # argparse's default, passed on by the engine's own Action classes
         spec.pop("const", None)
@@ -760,6 +763,9 @@ def _sglang_field(src: Source, item: ast.AnnAssign, options: dict[str, dict[str,
     spec: dict[str, Any] = {"dest": name, "nargs": 1}
     if "action" in kw:
         spec = _action_spec(src, kw["action"], name) or spec
+        action = ast.unparse(kw["action"]).strip("'\"").rsplit(".", 1)[-1]
+        if action not in ("store", "store_true"):
+            spec["action"] = action
         extra = kw.get("action_kwargs")
         if isinstance(extra, ast.Dict):
             for k, v in zip(extra.keys, extra.values, strict=True):
@@ -801,6 +807,18 @@ def _action_spec(src: Source, action_node: ast.expr, dest: str) -> dict[str, Any
     return None
 
 
+def _config_strict(src: Source) -> bool:
+    """SGLang's ConfigArgumentMerger (sglang/srt/[utils/]server_args_config_parser.py) refuses a
+    config key whose action is neither store_true nor one value (`unsupported_actions`,
+    "Unsupported config option ..."): 0.5.16 has it, 0.5.3rc2 does not."""
+    for path in ("sglang/srt/server_args_config_parser.py",
+                 "sglang/srt/utils/server_args_config_parser.py"):  # fmt: skip
+        tree = src.trees.get(path)
+        if tree is not None and "unsupported_actions" in ast.unparse(tree):
+            return True
+    return False
+
+
 def release_record(project: str, release: Release) -> dict[str, Any]:
     src = Source(project, release)
     options = vllm_options(src) if project == "vllm" else sglang_options(src)
@@ -808,6 +826,8 @@ def release_record(project: str, release: Release) -> dict[str, Any]:
     if src.unresolved:
         rec["unresolved"] = sorted(set(src.unresolved))
     rec["files"] = sorted(src.trees)
+    if project == "sglang":
+        rec["config_strict"] = _config_strict(src)
     return rec
 
 
@@ -858,6 +878,11 @@ def run(project: str) -> dict[str, Any]:
         "releases": covers,
         "complete": [v for v in covers if recs[v]["complete"]],
         "unresolved": {v: recs[v]["unresolved"] for v in covers if not recs[v]["complete"]},
+        **(
+            {"config_strict": [v for v in covers if recs[v].get("config_strict")]}
+            if project == "sglang"
+            else {}
+        ),
         "options": _segments(project, covers, recs),
     }
 
