@@ -20,8 +20,8 @@ import io
 import json
 import os
 import sys
-from pathlib import Path
 from contextlib import redirect_stderr
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -92,13 +92,18 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _sglang_config(argv: list[str]) -> list[str]:
-    # prepare_server_args merges a --config YAML before parsing (0.5.3rc2+).
+def _sglang_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    # prepare_server_args merges a --config YAML before parsing (0.5.3rc2+; the merger moved
+    # from sglang/srt/ to sglang/srt/utils/ later).
     if "--config" not in argv:
         return argv
-    from sglang.srt.server_args_config_parser import ConfigArgumentMerger
-
-    return list(ConfigArgumentMerger().merge_config_with_args(argv))
+    try:
+        from sglang.srt.server_args_config_parser import ConfigArgumentMerger
+    except ImportError:
+        from sglang.srt.utils.server_args_config_parser import (  # type: ignore[no-redef]
+            ConfigArgumentMerger,
+        )
+    return list(ConfigArgumentMerger(parser).merge_config_with_args(argv))
 
 
 def main() -> int:
@@ -117,7 +122,7 @@ def main() -> int:
     for argv in request["argvs"]:
         err = io.StringIO()
         try:
-            words = _sglang_config(argv) if engine == "sglang" else argv
+            words = _sglang_config(top, argv) if engine == "sglang" else argv
             with redirect_stderr(err):
                 ns = top.parse_args(head + words)
             answers.append({"values": {k: _jsonable(v) for k, v in vars(ns).items()}})

@@ -293,6 +293,9 @@ SGLANG: Mapping[str, Handler] = {
     "moe_a2a_backend": _as_text("all2all_backend"),
     "disable_cuda_graph": _constant("cuda_graphs", False),
     "cuda_graph_backend_decode": _sglang_cuda_graph_decode,
+    # 0.5.6-0.5.6.post2: autotune only with --enable-flashinfer-autotune (default off);
+    # from 0.5.7 on by default, off with --disable-flashinfer-autotune.
+    "enable_flashinfer_autotune": _constant("autotune", True),
     "disable_flashinfer_autotune": _constant("autotune", False),
     "dtype": _as_text("dtype"),
     "quantization": _as_text("quantization"),

@@ -35,6 +35,7 @@ class Option:
     const: Any = None
     choices: tuple[str, ...] | None = None
     normalise: bool = False
+    action: str | None = None  # SGLang: an action other than store / store_true
 
 
 @dataclass(frozen=True)
@@ -46,35 +47,40 @@ class FlagData:
     complete: frozenset[str]
     ranges: Mapping[str, tuple[tuple[str, str, Mapping[str, Any]], ...]]
     source: str
+    # SGLang releases whose --config merger refuses a key whose option is neither store_true
+    # nor one value ("Unsupported config option ..."; ConfigArgumentMerger.unsupported_actions)
+    config_strict: frozenset[str] = frozenset()
 
     def history(self, name: str) -> str:
-        """When `name` existed: "introduced in vllm 0.22.0", "removed in sglang 0.5.5 (last in
-        0.5.4)", "in vllm 0.8.0-0.11.2", or "" when no covered release has it."""
-        spans = self.ranges.get(name, ())
+        """When `name` existed: "introduced in vllm 0.22.0", "removed in sglang 0.5.4.post1
+        (last in 0.5.4)", "in vllm 0.12.0-0.20.2 (removed in 0.21.0)", "in vllm 0.8.0-0.28.0,
+        0.33.0-0.34.0"; "" when no covered release has it."""
+        spans = _merged(self.ranges.get(name, ()), self.releases)
         if not spans:
             return ""
-        first, last = spans[0][0], spans[-1][1]
-        newest = self.releases[-1]
-        if last == newest and len(spans) == 1:
-            return f"introduced in {self.target} {first}"
-        if first == self.releases[0] and len(spans) == 1:
-            after = self.releases[self.releases.index(last) + 1]
+        oldest, newest = self.releases[0], self.releases[-1]
+        if len(spans) > 1:
+            return f"in {self.target} " + ", ".join(f"{a}-{b}" if a != b else a for a, b in spans)
+        first, last = spans[0]
+        after = self.releases[self.releases.index(last) + 1] if last != newest else None
+        if after is None:
+            return "" if first == oldest else f"introduced in {self.target} {first}"
+        if first == oldest:
             return f"removed in {self.target} {after} (last in {last})"
-        return f"in {self.target} " + ", ".join(
-            a if a == b else f"{a}-{b}" for a, b, _ in _merged(spans, self.releases)
-        )
+        return f"in {self.target} {first}-{last} (removed in {after})"
 
 
 def _merged(
     spans: tuple[tuple[str, str, Mapping[str, Any]], ...], releases: tuple[str, ...]
-) -> list[tuple[str, str, None]]:
+) -> list[tuple[str, str]]:
+    """Adjacent release ranges joined (a range ends where its spec changes)."""
     out: list[list[str]] = []
     for first, last, _ in spans:
         if out and releases.index(out[-1][1]) + 1 == releases.index(first):
             out[-1][1] = last
         else:
             out.append([first, last])
-    return [(a, b, None) for a, b in out]
+    return [(a, b) for a, b in out]
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,10 @@ class ReleaseFlags:
     @property
     def label(self) -> str:
         return f"{self.data.target} {self.release}"
+
+    @property
+    def config_strict(self) -> bool:
+        return self.release in self.data.config_strict
 
 
 def _path(target: str) -> Path:
@@ -113,6 +123,7 @@ def load(target: str) -> FlagData | None:
         complete=frozenset(raw["complete"]),
         ranges=MappingProxyType(ranges),
         source=raw.get("source", ""),
+        config_strict=frozenset(raw.get("config_strict", ())),
     )
 
 
@@ -174,6 +185,7 @@ def _options(target: str, release: str) -> Mapping[str, Option]:
                     const=spec.get("const"),
                     choices=None if choices is None else tuple(choices),
                     normalise=bool(spec.get("normalise")),
+                    action=spec.get("action"),
                 )
                 break
     return MappingProxyType(out)

@@ -129,8 +129,12 @@ def _expand_config(
     source = f"--config {path}"
     drop = 1 if stream[at].text.startswith("--config=") else 2
     rest = stream[:at] + stream[at + drop :]
-    key_words = vllm_key_words if launch.target == "vllm" else sglang_key_words
-    return config_words(data, source, key_words(reader.options)) + rest
+    if launch.target == "vllm":
+        key_words = vllm_key_words(reader.options)
+    else:
+        strict = flags is not None and flags.config_strict
+        key_words = sglang_key_words(reader.options, strict, f"{label}: {source}")
+    return config_words(data, source, key_words) + rest
 
 
 def _positionals(

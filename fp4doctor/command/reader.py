@@ -240,7 +240,10 @@ def config_file(words: list[Word], label: str) -> tuple[str, dict[str, Any], int
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise CommandError(f"{label}: --config {path}: not valid YAML ({e})") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise CommandError(f"{label}: --config {path}: not valid YAML ({where}{problem})") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -271,13 +274,22 @@ def vllm_key_words(options: dict[str, Option]) -> Callable[[str, Any], list[str]
     return words
 
 
-def sglang_key_words(options: dict[str, Option]) -> Callable[[str, Any], list[str]]:
-    """SGLang's `ConfigArgumentMerger._convert_config_to_args`: one key -> its words."""
+def sglang_key_words(
+    options: dict[str, Option], strict: bool, where: str
+) -> Callable[[str, Any], list[str]]:
+    """SGLang's `ConfigArgumentMerger._convert_config_to_args`: one key -> its words. With
+    `strict` (the release's merger has `unsupported_actions`), a key whose option is neither
+    store_true nor one value is refused with the merger's words."""
 
     def words(key: str, value: Any) -> list[str]:
+        option = options.get("--" + key.replace("_", "-"))
+        if strict and option is not None and option.action is not None and option.nargs != 1:
+            norm = key.replace("-", "_")
+            raise CommandError(
+                f"{where}: Unsupported config option {norm!r} with action {option.action!r}"
+            )
         if isinstance(value, bool):
-            switch = options.get("--" + key.replace("_", "-"))
-            if switch is None or switch.nargs == 0:
+            if option is None or option.nargs == 0:
                 return [f"--{key}"] if value else []
             return [f"--{key}", str(value).lower()]
         if isinstance(value, list):

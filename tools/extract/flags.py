@@ -1,7 +1,7 @@
 """Every flag each vLLM and SGLang release's server parser accepts, read from the released wheels.
 
     python3 tools/extract/flags.py                 # writes profiles/flags/vllm.json, sglang.json
-    python3 tools/extract/flags.py --only vllm==0.34.0   # print one release's options, write nothing
+    python3 tools/extract/flags.py --only vllm==0.34.0   # print one release, write nothing
 
 The releases are those the extracted release data covers (`covers` of tools/extract/data/
 vllm.json and sglang.json, the releases the profiles cover). Per release the program reads the
@@ -59,12 +59,14 @@ FP4_DESTS = {
     },
 }
 VLLM_FILES = re.compile(
-    r"^vllm/(engine/arg_utils\.py|entrypoints/(openai|common)/cli_args\.py|"
-    r"entrypoints/cli/serve\.py|utils/argparse_utils\.py|config\.py|config/[^/]+\.py|"
+    r"^vllm/(engine/arg_utils\.py|entrypoints/[^/]+/cli_args\.py|"
+    r"entrypoints/cli/serve\.py|utils/argparse_utils\.py|utils\.py|utils/__init__\.py|"
+    r"config\.py|config/[^/]+\.py|"
     r"model_executor/layers/quantization/__init__\.py)$"
 )
 SGLANG_FILES = re.compile(
     r"^sglang/srt/(server_args\.py|arg_groups/.+\.py|layers/quantization/__init__\.py|"
+    r"server_args_config_parser\.py|utils/server_args_config_parser\.py|"
     r"layers/moe/utils\.py)$"
 )
 # Files whose add_argument calls build the server parser.
@@ -159,11 +161,13 @@ class Source:
             if isinstance(base, ast.Name):
                 out.update(self.fields(base.id))
         for node in cls.body:
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if not node.target.id.startswith("_") and "ClassVar" not in ast.unparse(
-                    node.annotation
-                ):
-                    out[node.target.id] = node.annotation
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and not node.target.id.startswith("_")
+                and "ClassVar" not in ast.unparse(node.annotation)
+            ):
+                out[node.target.id] = node.annotation
         return out
 
     # -- literal values ---------------------------------------------------------------------
@@ -248,7 +252,8 @@ def _members(src: Source, ann: ast.expr, depth: int = 0) -> list[ast.expr]:
         if head in ("Optional", "Union"):
             parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
             return [m for p in parts for m in _members(src, p, depth)]
-        if head == "Annotated":
+        if head in ("Annotated", "SkipValidation"):  # pydantic's SkipValidation[T] is
+            # Annotated[T, SkipValidation()]: get_kwargs reads T
             parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
             return _members(src, parts[0], depth)
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):  # a string annotation
@@ -355,7 +360,12 @@ def _option_spec(
             if got is not None:
                 got.pop("dest")
                 spec = got
-    if "nargs" in kw:
+        if src.project == "sglang" and action not in ("store", "store_true"):
+            spec["action"] = action.rsplit(".", 1)[-1]  # SGLang's --config merger refuses these
+    if "nargs" in kw and isinstance(kw["nargs"], ast.Constant) and kw["nargs"].value is None:
+        spec["nargs"] = 1  # argparse's default, passed on by the engine's own Action classes
+        spec.pop("const", None)
+    elif "nargs" in kw:
         n = _const(kw["nargs"])
         spec["nargs"] = n if n is not None else "*"
         if "const" in kw:
@@ -390,7 +400,7 @@ def _field_ref(
     if isinstance(node, ast.Dict):
         found = None
         overrides: dict[str, ast.expr] = {}
-        for k, v in zip(node.keys, node.values):
+        for k, v in zip(node.keys, node.values, strict=True):
             if k is None:
                 found = _field_ref(v, kwargs_of)
             elif isinstance(k, ast.Constant) and isinstance(k.value, str):
@@ -506,7 +516,10 @@ def vllm_options(src: Source) -> dict[str, dict[str, Any]]:
         if isinstance(node, ast.FunctionDef) and node.name in ("get_kwargs", "_compute_kwargs"):
             get_kwargs_src += ast.unparse(node)
     options: dict[str, dict[str, Any]] = {}
-    for path in PARSER_FILES["vllm"]:
+    frontend = _make_arg_parser_module(src)
+    if frontend is None:
+        src.unresolved.append("no make_arg_parser module found from vllm/entrypoints/cli/serve.py")
+    for path in ("vllm/engine/arg_utils.py", *([frontend] if frontend else [])):
         tree = src.trees.get(path)
         if tree is None:
             continue
@@ -540,6 +553,23 @@ def vllm_options(src: Source) -> dict[str, dict[str, Any]]:
                     if got is not None:
                         _add(src, options, *got)
     return options
+
+
+def _make_arg_parser_module(src: Source) -> str | None:
+    """The module `vllm serve` takes make_arg_parser from (serve.py's import): cli_args.py under
+    entrypoints/openai/ (to 0.28), entrypoints/launchers/ (0.29-0.32), entrypoints/common/."""
+    serve = src.trees.get("vllm/entrypoints/cli/serve.py")
+    if serve is not None:
+        for node in ast.walk(serve):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and any(a.name == "make_arg_parser" for a in node.names)
+            ):
+                path = node.module.replace(".", "/") + ".py"
+                return path if path in src.trees else None
+    present = [p for p in PARSER_FILES["vllm"][1:] if p in src.trees]
+    return present[0] if len(present) == 1 else None
 
 
 def _frontend_loop(
@@ -733,9 +763,12 @@ def _sglang_field(src: Source, item: ast.AnnAssign, options: dict[str, dict[str,
     spec: dict[str, Any] = {"dest": name, "nargs": 1}
     if "action" in kw:
         spec = _action_spec(src, kw["action"], name) or spec
+        action = ast.unparse(kw["action"]).strip("'\"").rsplit(".", 1)[-1]
+        if action not in ("store", "store_true"):
+            spec["action"] = action
         extra = kw.get("action_kwargs")
         if isinstance(extra, ast.Dict):
-            for k, v in zip(extra.keys, extra.values):
+            for k, v in zip(extra.keys, extra.values, strict=True):
                 if isinstance(k, ast.Constant) and k.value == "nargs":
                     spec["nargs"] = _const(v) or "*"
     elif heads == {"Literal"}:
@@ -774,6 +807,18 @@ def _action_spec(src: Source, action_node: ast.expr, dest: str) -> dict[str, Any
     return None
 
 
+def _config_strict(src: Source) -> bool:
+    """SGLang's ConfigArgumentMerger (sglang/srt/[utils/]server_args_config_parser.py) refuses a
+    config key whose action is neither store_true nor one value (`unsupported_actions`,
+    "Unsupported config option ..."): 0.5.16 has it, 0.5.3rc2 does not."""
+    for path in ("sglang/srt/server_args_config_parser.py",
+                 "sglang/srt/utils/server_args_config_parser.py"):  # fmt: skip
+        tree = src.trees.get(path)
+        if tree is not None and "unsupported_actions" in ast.unparse(tree):
+            return True
+    return False
+
+
 def release_record(project: str, release: Release) -> dict[str, Any]:
     src = Source(project, release)
     options = vllm_options(src) if project == "vllm" else sglang_options(src)
@@ -781,6 +826,8 @@ def release_record(project: str, release: Release) -> dict[str, Any]:
     if src.unresolved:
         rec["unresolved"] = sorted(set(src.unresolved))
     rec["files"] = sorted(src.trees)
+    if project == "sglang":
+        rec["config_strict"] = _config_strict(src)
     return rec
 
 
@@ -821,7 +868,8 @@ def run(project: str) -> dict[str, Any]:
     covers = json.loads((DATA / f"{project}.json").read_text())["covers"]
     by_version = {r.version: r for r in releases(project)}
     with ThreadPoolExecutor(4) as pool:
-        recs = dict(zip(covers, pool.map(lambda v: release_record(project, by_version[v]), covers)))
+        read = pool.map(lambda v: release_record(project, by_version[v]), covers)
+        recs = dict(zip(covers, read, strict=True))
     return {
         "schema": 1,
         "target": project,
@@ -830,6 +878,11 @@ def run(project: str) -> dict[str, Any]:
         "releases": covers,
         "complete": [v for v in covers if recs[v]["complete"]],
         "unresolved": {v: recs[v]["unresolved"] for v in covers if not recs[v]["complete"]},
+        **(
+            {"config_strict": [v for v in covers if recs[v].get("config_strict")]}
+            if project == "sglang"
+            else {}
+        ),
         "options": _segments(project, covers, recs),
     }
 
