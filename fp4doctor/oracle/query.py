@@ -7,9 +7,10 @@ worker (`oracle.worker`, under the engine's interpreter) in a background thread,
 engine's imports (seconds) run while the live GEMMs do. `Asking.answers()` waits for it.
 
 The answers are deterministic in what the worker reads: the engine's installed files, the
-cases and the environment. They are kept in fp4doctor's cache directory (fp4doctor/cache.py)
-with every installed distribution's RECORD that the rules read (the engine's, torch's,
-FlashInfer's, ...) as the files they depend on: a reinstall of any of them asks again.
+cases and the environment. They are kept in fp4doctor's cache directory (fp4doctor/cache.py),
+keyed on every package the rules and the adapters read, present or absent, with each present
+one's RECORD as a file they depend on: an install or a reinstall of any of them asks again
+(`_cache_key`).
 """
 
 from __future__ import annotations
@@ -266,23 +267,53 @@ class Asking:
 
 
 def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
-    """(kind, source, files read) for fp4doctor.cache: the question as text, the engine's RECORD,
-    and the RECORDs of the other distributions the rules read and the adapter code, on which
-    the answers depend. None when the engine runs under another interpreter (its files are not
-    known here) or its RECORD cannot be found."""
-    if engine_python(asking.env) != sys.executable:
+    """(kind, source, files read) for fp4doctor.cache, or None when the answers cannot be kept.
+
+    The answers depend on the engine's interpreter and on what it can import: every package the
+    rules read (every shipped profile's, `probe.packages.profile_packages`, and the probe's own
+    list with the cuDNN wheels and cutlass-dsl's split packages) and the engine and torch the
+    adapters import. Each is in the question as its version or None (absent), so installing one
+    that was absent when the answers were kept (FlashInfer, flashinfer-cubin, humming-kernels:
+    the fixes fp4doctor itself proposes) asks again; the RECORD of each one present is a file
+    the entry depends on, so a reinstall of the same version asks again too. With the engine in
+    another interpreter ($FP4DOCTOR_ENGINE_PYTHON) its search path is asked of it once
+    (`_search_path`, a bare interpreter start) and its packages are read there."""
+    python = engine_python(asking.env)
+    if python == sys.executable:
+        path: list[str] | None = list(sys.path)
+    else:
+        path = _search_path(python, asking.env)
+    if path is None:
         return None
-    records = [r for name in sorted(asking.packages) if (r := _record(name)) is not None]
-    engine = _record(asking.package)
-    if engine is None:
+    from fp4doctor.probe.packages import (
+        PACKAGES,
+        SPLITS,
+        dist_info_dirs,
+        probe_packages,
+        profile_packages,
+    )
+
+    names = sorted({*PACKAGES, *profile_packages(), *asking.packages, asking.package, "torch"})
+    found = probe_packages(path, names, SPLITS)
+    read = sorted({*names, *found.versions})
+    infos = dist_info_dirs(path, read)
+    from fp4doctor.facts import canonical_name
+
+    engine = infos.get(canonical_name(asking.package))
+    if engine is None or not os.path.isfile(os.path.join(engine, "RECORD")):
         return None
+    records = sorted(r for d in infos.values() if os.path.isfile(r := os.path.join(d, "RECORD")))
     here = Path(__file__).parent
     question = {
-        "python": sys.executable,
+        "python": _interpreter(python),
+        "path": path,
+        "packages": {canonical_name(n): found.versions.get(canonical_name(n)) for n in read},
+        "dist_infos": infos,
+        "nvcc": _nvcc(asking.env),
         "stub": asking.stub,
         "cases": [c.key for c in asking.cases],
         "model": asking.model,
-        "env": {k: v for k, v in sorted(asking.env.items()) if k.startswith(_ENV_PREFIXES)},
+        "env": {k: v for k, v in sorted(asking.env.items()) if _engine_relevant(k)},
     }
     # The entry's name is made from its kind: a digest keeps it a short plain name (the question
     # itself is thousands of characters, with slashes). hashlib's import is nothing beside a
@@ -291,19 +322,79 @@ def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
 
     digest = hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
     kind = f"oracle-{digest[:40]}"
-    return kind, engine, records + sorted(str(p) for p in here.glob("*.py"))
+    engine_record = os.path.join(engine, "RECORD")
+    others = [r for r in records if r != engine_record]
+    return kind, engine_record, others + sorted(str(p) for p in here.glob("*.py"))
 
 
-def _record(package: str) -> str | None:
-    """The installed distribution's RECORD file (rewritten by every install of it), or None."""
+PATH_QUERY_TIMEOUT_S = 30.0  # a bare interpreter start: well under a second on the CPU host
+_MAX_PATH_BYTES = 1 << 20
+
+
+def _search_path(python: str, env: Mapping[str, str]) -> list[str] | None:
+    """The module search path of the interpreter `python` as the worker runs it (its flags and
+    environment), or None when it cannot say (then the answers are not kept)."""
+    from fp4doctor.smoke.runner import _LineReader, _Worker, worker_env
+
+    code = "import json, sys; print(json.dumps(sys.path))"
     try:
-        dist = metadata.distribution(package)
-    except metadata.PackageNotFoundError:
+        worker = _Worker([python, "-P", "-c", code], worker_env(env, "", False))
+    except OSError:
         return None
-    path = getattr(dist, "_path", None)  # the .dist-info directory (a PathDistribution)
-    record = Path(str(path)) / "RECORD" if path is not None else None
-    return str(record) if record is not None and record.is_file() else None
+    assert worker.proc.stdout is not None
+    reader = _LineReader(worker.proc.stdout)
+    deadline = time.monotonic() + PATH_QUERY_TIMEOUT_S
+    lines: list[bytes] = []
+    eof = False
+    try:
+        while not eof and not lines and time.monotonic() < deadline:
+            got, eof = reader.read(min(0.25, deadline - time.monotonic()))
+            lines += got
+    finally:
+        reader.close()
+        worker.reap(0.0)
+        worker.close()
+    try:
+        found = json.loads(lines[0]) if lines and len(lines[0]) <= _MAX_PATH_BYTES else None
+    except ValueError:
+        return None
+    if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
+        return None
+    return found
 
 
-# Variables that can change what the engine's selection code answers, besides the cases' own.
-_ENV_PREFIXES = ("VLLM_", "FLASHINFER_", "CUDA_", "LD_LIBRARY_PATH", "PYTHONPATH", "SGLANG_")
+def _interpreter(python: str) -> tuple[str, int, int] | str:
+    """The interpreter as a file: its real path, size and modification time (a venv rebuilt
+    with another Python is another interpreter)."""
+    real = os.path.realpath(python)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real
+    return real, st.st_size, st.st_mtime_ns
+
+
+def _nvcc(env: Mapping[str, str]) -> list[str | None]:
+    """Where nvcc is for the engine: on PATH (vLLM before 0.32 looks only there) and under
+    CUDA_HOME (FlashInfer's and later vLLM's order)."""
+    import shutil
+
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    under = os.path.join(home, "bin", "nvcc") if home else None
+    return [
+        shutil.which("nvcc", path=env.get("PATH", "")),
+        under if under is not None and os.path.isfile(under) else None,
+    ]
+
+
+def _engine_relevant(name: str) -> bool:
+    return name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES
+
+
+# Variables that can change what the engine's selection code answers, besides the cases' own:
+# the engines' and FlashInfer's own, CUDA's and torch's, and what decides what is imported.
+_ENV_PREFIXES = ("VLLM_", "FLASHINFER_", "CUDA_", "SGLANG_", "TORCH_", "TRITON_", "NVIDIA_",
+                 "CUDNN_", "NCCL_")  # fmt: skip
+_ENV_NAMES = frozenset(
+    ("LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH")
+)
