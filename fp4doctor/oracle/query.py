@@ -15,12 +15,13 @@ one's RECORD as a file they depend on: an install or a reinstall of any of them 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -219,51 +220,139 @@ class Asking:
         return self._follow(worker)
 
     def _follow(self, worker: _Worker) -> EngineAnswers:
+        """The worker's answers, read under its budget: the deadline and the byte caps hold
+        while it writes; a worker that exited is not waited for (a child it left may hold the
+        pipe); what it says is checked against the adapter's own vocabulary."""
         from fp4doctor.smoke.runner import _LineReader, _parse
 
         assert worker.proc.stdout is not None
+        _LIVE.add(worker)
         reader = _LineReader(worker.proc.stdout)
         deadline = time.monotonic() + self.timeout_s
-        version: str | None = None
-        adapter: str | None = None
-        got: dict[str, Answer] = {}
-        unasked: str | None = None
-        done = eof = False
+        hearing = _Hearing(self.engine, self.judged, {c.key: c for c in self.cases})
+        eof = exited = False
+        over: str | None = None
         try:
-            while not (done or eof) and time.monotonic() < deadline:
-                lines, eof = reader.read(min(0.25, deadline - time.monotonic()))
+            while not (hearing.done or hearing.unasked is not None or eof) and over is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                lines, eof = reader.read(0.0 if exited else min(0.25, left))
                 for line in lines:
                     msg = _parse(line)
-                    if msg is None:
-                        continue
-                    event = msg["event"]
-                    if event == "hello":
-                        version, adapter = str(msg.get("version")), str(msg.get("adapter"))
-                        if version != self.judged:
-                            unasked = f"judging {self.judged}, but {version} is installed"
-                            done = True
-                            break
-                    elif event == "unasked":
-                        unasked = str(msg.get("reason"))
-                    elif event == "answer":
-                        answer = Answer.from_dict({k: v for k, v in msg.items() if k != "event"})
-                        got[answer.key] = answer
-                    elif event == "done":
-                        done = True
+                    if msg is not None and hearing.take(msg):
                         break
+                if reader.total > MAX_PIPE_BYTES:
+                    over = f"its worker wrote over {_size(MAX_PIPE_BYTES)} on its answer pipe"
+                elif worker.stderr_bytes > MAX_STDERR_BYTES:
+                    over = f"its worker wrote over {_size(MAX_STDERR_BYTES)} to stderr"
+                elif exited and reader.last == 0:
+                    break  # what it wrote before it exited is read; a child's pipe is not waited on
+                exited = exited or worker.exited()
         finally:
             reader.close()
             rc = worker.reap(0.0)  # done, or given up on: its group goes
+            _LIVE.discard(worker)
             tail = worker.stderr_tail(400)
             worker.close()
-        if unasked is not None:
-            return self._unasked(unasked, version)
-        if not done:
-            why = (f"no answer within {self.timeout_s:g} s" if not eof
-                   else f"its worker ended (exit {rc}) before answering")  # fmt: skip
+        version = hearing.version
+        if over is not None:
+            return self._unasked(f"{over}: stopped", version)
+        if hearing.unasked is not None:
+            return self._unasked(hearing.unasked, version)
+        if not hearing.done:
+            why = (f"its worker ended (exit {rc}) before answering" if eof or exited
+                   else f"no answer within {self.timeout_s:g} s")  # fmt: skip
             last = (tail or "").strip().splitlines()[-1:] or [""]
             return self._unasked(f"{why}{': ' + last[0] if last[0] else ''}", version)
-        return EngineAnswers(self.title, version, adapter, got, cases=self.cases)
+        return EngineAnswers(self.title, version, hearing.adapter, hearing.got, cases=self.cases)
+
+
+MAX_PIPE_BYTES = 1 << 20
+"""What the worker may write on its answer pipe: a hundred cases' answers are a few tens of KiB."""
+MAX_STDERR_BYTES = 16 << 20
+"""What the worker may write to stderr (the engines' import warnings are a few KiB); past it the
+worker is stopped. Only the last 64 KiB are kept (smoke/runner.py `_StderrTail`)."""
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB"
+
+
+class _Hearing:
+    """The worker's messages as they come, each checked: the release it names must be one the
+    adapter it names asks (worker.adapter_for), and each answer's backend must be the one that
+    adapter's vocabulary gives its kernel name (a kernel that says Marlin with a backend that
+    says flashinfer-cudnn is refused, and with it every answer of that worker)."""
+
+    def __init__(self, engine: str, judged: str, cases: Mapping[str, Case]) -> None:
+        self.engine, self.judged, self.cases = engine, judged, cases
+        self.version: str | None = None
+        self.adapter: str | None = None
+        self.names: Callable[[Case, str], str | None] | None = None
+        self.got: dict[str, Answer] = {}
+        self.unasked: str | None = None
+        self.done = False
+
+    def take(self, msg: Mapping[str, object]) -> bool:
+        """Take one message; True when nothing more is to be read."""
+        event = msg["event"]
+        if event == "hello":
+            self.version, self.adapter = str(msg.get("version")), str(msg.get("adapter"))
+            self.unasked = self._hello()
+        elif event == "unasked":
+            self.unasked = str(msg.get("reason"))[:_MAX_REASON]
+        elif event == "answer" and self.names is not None:
+            try:
+                answer = Answer.from_dict({k: v for k, v in msg.items() if k != "event"})
+            except (KeyError, TypeError):
+                return False
+            case = self.cases.get(answer.key)
+            if case is None:
+                return False  # not a question asked
+            if answer.engine_name is not None:
+                expected = self.names(case, answer.engine_name)
+                if answer.backend != expected:
+                    self.unasked = (
+                        f"its worker's answer does not hold: kernel {answer.engine_name[:80]} is "
+                        f"{expected or 'unknown to the rules'}, not {str(answer.backend)[:80]}"
+                    )
+                    return True
+            self.got[answer.key] = answer
+        elif event == "done":
+            self.done = True
+        return self.done or self.unasked is not None
+
+    def _hello(self) -> str | None:
+        from fp4doctor.oracle.worker import adapter_for, vocabulary
+
+        version = str(self.version)
+        if version != self.judged:
+            return f"judging {self.judged}, but {version[:80]} is installed"
+        try:
+            module = adapter_for(self.engine, version)
+        except ValueError:  # packaging's InvalidVersion
+            module = None
+        if module is None or module.rsplit(".", 1)[1] != self.adapter:
+            return (f"its worker names adapter {str(self.adapter)[:80]} for {version}, which no "
+                    "adapter of fp4doctor's asks that way")  # fmt: skip
+        self.names = vocabulary(self.adapter)
+        return None
+
+
+_MAX_REASON = 2000
+_LIVE: set[_Worker] = set()
+"""The oracle workers running now: killed with their process groups when fp4doctor exits
+(Ctrl-C, SIGTERM taken as Ctrl-C by signals.sigterm_interrupts), so that no child a worker
+started survives it (the worker itself dies with its parent, PR_SET_PDEATHSIG)."""
+
+
+def _kill_live() -> None:
+    for worker in list(_LIVE):
+        worker.kill()
+
+
+atexit.register(_kill_live)
 
 
 def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
@@ -278,6 +367,8 @@ def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
     the entry depends on, so a reinstall of the same version asks again too. With the engine in
     another interpreter ($FP4DOCTOR_ENGINE_PYTHON) its search path is asked of it once
     (`_search_path`, a bare interpreter start) and its packages are read there."""
+    if cache.directory() is None:
+        return None  # nothing is kept: nothing to key
     python = engine_python(asking.env)
     if python == sys.executable:
         path: list[str] | None = list(sys.path)
@@ -327,7 +418,7 @@ def _cache_key(asking: Asking) -> tuple[str, str, list[str]] | None:
     return kind, engine_record, others + sorted(str(p) for p in here.glob("*.py"))
 
 
-PATH_QUERY_TIMEOUT_S = 30.0  # a bare interpreter start: well under a second on the CPU host
+PATH_QUERY_TIMEOUT_S = 10.0  # a bare interpreter start: well under a second on the CPU host
 _MAX_PATH_BYTES = 1 << 20
 
 
@@ -350,6 +441,8 @@ def _search_path(python: str, env: Mapping[str, str]) -> list[str] | None:
         while not eof and not lines and time.monotonic() < deadline:
             got, eof = reader.read(min(0.25, deadline - time.monotonic()))
             lines += got
+            if reader.total > _MAX_PATH_BYTES:
+                return None
     finally:
         reader.close()
         worker.reap(0.0)
