@@ -597,3 +597,27 @@ def test_a_fifo_or_dev_zero_in_the_caches_is_a_value_not_a_hang(
     error = pkg.archs["fused_moe_120"].error
     assert error is not None and "not a regular file" in error
     assert found.errors == {}
+
+
+def test_prewarm_builds_with_the_installed_flashinfer_not_a_decoy_in_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A `flashinfer/` in the working directory once ran as the user (root in a container) and
+    # was reported as built. The installed FlashInfer here is a FAKE one on PYTHONPATH (the real
+    # one's import takes seconds), whose generator builds nothing.
+    from fp4doctor.coldstart.prewarm import Step, build
+
+    work = tmp_path / "work"
+    (work / "flashinfer").mkdir(parents=True)
+    ran = tmp_path / "decoy-ran"
+    (work / "flashinfer" / "__init__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    installed = tmp_path / "site" / "flashinfer"
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text(
+        "class _Spec:\n    def build_and_load(self):\n        pass\n\n\n"
+        "def gen():\n    return _Spec()\n"
+    )
+    monkeypatch.chdir(work)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    assert build(Step("linear", "flashinfer-cutlass", "m", "flashinfer:gen"), env) is None
+    assert not ran.exists()
