@@ -325,9 +325,10 @@ class _Hearing:
 
     def _hello(self) -> str | None:
         from fp4doctor.oracle.worker import adapter_for, vocabulary
+        from fp4doctor.versions import same_version
 
         version = str(self.version)
-        if version != self.judged:
+        if not same_version(version, self.judged):
             return f"judging {self.judged}, but {version[:80]} is installed"
         try:
             module = adapter_for(self.engine, version)
