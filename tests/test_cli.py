@@ -276,3 +276,15 @@ def test_no_reason_says_the_same_thing_twice() -> None:
         for finding in json.loads(p.stdout)["findings"]:
             parts = finding["reason"].split("; ")
             assert len(parts) == len(set(parts)), finding["reason"]
+
+
+@pytest.mark.parametrize("name", ["vllm-fp4.txt", "vllm-fp4.conf", "vllm-fp4.json", "vllm-fp4"])
+def test_config_refuses_a_name_vllm_would_not_load(tmp_path: Path, name: str) -> None:
+    # vLLM's --config loader refuses any suffix but .yaml/.yml; once written with exit 0.
+    out = tmp_path / name
+    p = run("config", "--facts", fixture("b200"), "--engine-version", "0.30.0", "--prefer",
+            "cudnn", "-o", str(out))  # fmt: skip
+    assert p.returncode == 2
+    (refusal,) = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert "named .yaml or .yml" in refusal and "-o vllm-fp4.yaml" in refusal
+    assert not out.exists()
