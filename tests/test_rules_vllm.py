@@ -411,6 +411,26 @@ def test_a_flashinfer_newer_than_its_data_makes_the_vllm_verdict_unverified() ->
     assert [u.package for u in ev.unverified] == ["flashinfer-python"]
 
 
+@pytest.mark.parametrize("package", ["nvidia-cudnn-frontend", "nvidia-cutlass-dsl"])
+def test_a_cudnn_frontend_or_cutlass_dsl_newer_than_the_data_is_said_unverified(
+    package: str,
+) -> None:
+    # Once judged as verified with no note, where a newer FlashInfer or engine gets one.
+    h = host("b200")
+    newest = dict(VLLM.engine.newest_read)[package]
+    newer = f"{Version(newest).major}.{Version(newest).minor + 1}.0"
+    versions = {**h.packages.versions, package: newer}
+    h = dataclasses.replace(h, packages=dataclasses.replace(h.packages, versions=versions))
+    ev = evaluate(VLLM, h, override_version="0.34.0", family="linear")
+    assert [u.package for u in ev.unverified] == [package]
+    (marked,) = [f for f in ev.host if f.id == f"engine.unverified.{package}"]
+    assert marked.status is Status.WARN and "not verified" in marked.reason
+    at_newest = dataclasses.replace(
+        h, packages=dataclasses.replace(h.packages, versions={**versions, package: newest})
+    )
+    assert evaluate(VLLM, at_newest, override_version="0.34.0", family="linear").verified
+
+
 def test_strict_makes_an_unverified_verdict_not_ready() -> None:
     def ask(version: str, strict: bool) -> Report:
         facts_file = str(HOSTS / "b200.json")
