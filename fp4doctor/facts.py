@@ -287,10 +287,19 @@ in one NVLink domain, each node of which is still its own host). A snapshot with
 linear in the GPUs up to it (docs/reliability.md)."""
 
 
+# What every `check --json` report holds at its top (schemas/report-v1 and v2), no snapshot.
+_REPORT_KEYS = frozenset(("outcome", "exit_code", "findings"))
+
+
 def from_dict(data: Any, source: str = "<facts>") -> HostFacts:
     """Build `HostFacts` from parsed JSON, with a clear error naming the bad key."""
     if not isinstance(data, dict):
         raise FactsError(f"{source}: expected a JSON object at the top, got {_kind(data)}")
+    if data.keys() >= _REPORT_KEYS:
+        raise FactsError(
+            f"{source}: a report (`fp4doctor check --json`), not a facts snapshot: --facts "
+            "takes what `fp4doctor probe --json` writes"
+        )
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise FactsError(f"{source}: missing or non-integer 'schema_version'")
