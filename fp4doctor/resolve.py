@@ -22,6 +22,7 @@ from fp4doctor.profile.model import (
     Profile,
 )
 from fp4doctor.rules import Evaluation
+from fp4doctor.suggest import did_you_mean
 
 REQUIRE_ANY = "any"
 REQUIRE_NATIVE = "native"
@@ -132,9 +133,10 @@ def meant_for(profile: Profile, family_name: str, value: str | None, what: str) 
             # Each name once: a name (cutlass, marlin) can be a backend or alias in two families.
             choices = ", ".join(dict.fromkeys(c for v in views for c in v.choices()))
             where = f" in the {scope} family" if scope else ""
+            meant = did_you_mean(name, (c for v in views for c in v.choices()))
             raise ResolveError(
-                f"unknown backend {name!r} for {what}{where} with target {profile.target} "
-                f"(valid: {choices})"
+                f"unknown backend {name!r} for {what}{where} with target {profile.target}"
+                f"{meant} (valid: {choices})"
             )
         if family_name in known:
             picked.append(name)
@@ -154,8 +156,10 @@ def family(evaluation: Evaluation, name: str, what: str) -> list[str]:
     found = _members(profile, name)
     if not found:
         choices = ", ".join(profile.choices())
+        meant = did_you_mean(name, profile.choices())
         raise ResolveError(
-            f"unknown backend {name!r} for {what} with target {profile.target} (valid: {choices})"
+            f"unknown backend {name!r} for {what} with target {profile.target}{meant} "
+            f"(valid: {choices})"
         )
     return found
 
