@@ -392,12 +392,14 @@ def _knobs(
     keep = {knob.name, *(name for name, _ in knob.env_for(chosen))} if knob is not None else set()
     unset = [k.name for k in era.env_knobs() if k.name not in keep]
     # A knob fp4doctor never sets (VLLM_BATCH_INVARIANT) is unset because it overrides the
-    # choice: say so where it is set, rather than leave a bare `unset` to wonder about.
+    # choice: say so, rather than leave a bare `unset` to wonder about (where it is not set
+    # here, the output may be applied where it is).
     env = evaluation.context.env
     notes += [
-        f"unsets {k.name}: {k.note}" if k.note else f"unsets {k.name}: it overrides the choice"
+        f"unsets {k.name}{'' if k.name in env else ' (not set here)'}: "
+        f"{k.note or 'it overrides the choice'}"
         for k in era.env_knobs()
-        if not k.select and k.name in unset and k.name in env
+        if not k.select and k.name in unset
     ]
     unset += [v for v in era.conflicts if v not in unset and v not in keep]
     return Resolution(
