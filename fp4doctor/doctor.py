@@ -34,7 +34,7 @@ from fp4doctor.profile.model import (
 )
 from fp4doctor.resolve import Resolution, meant_for, resolve
 from fp4doctor.rules import EngineVersion, Evaluation, engine_version, evaluate, live
-from fp4doctor.versions import is_version
+from fp4doctor.versions import is_version, not_a_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
@@ -320,9 +320,7 @@ def diagnose(
         question = replace(question, smoke=False)
     say = progress or (lambda _message: None)
     if question.engine_version is not None and not is_version(question.engine_version):
-        raise QuestionError(
-            f"--engine-version {question.engine_version!r} is not a version (e.g. 0.15.1)"
-        )
+        raise QuestionError(not_a_version("--engine-version", question.engine_version))
     prestarted = _prestart(question)
     try:
         return _diagnose(question, say, prestarted, host)

@@ -23,6 +23,7 @@ from fp4doctor.profile.model import (
     Profile,
 )
 from fp4doctor.rules import Evaluation
+from fp4doctor.suggest import did_you_mean
 
 REQUIRE_ANY = "any"
 REQUIRE_NATIVE = "native"
@@ -161,9 +162,10 @@ def meant_for(profile: Profile, family_name: str, value: str | None, what: str) 
             # Each name once: a name (cutlass, marlin) can be a backend or alias in two families.
             choices = ", ".join(dict.fromkeys(c for v in views for c in v.choices()))
             where = f" in the {scope} family" if scope else ""
+            meant = did_you_mean(name, (c for v in views for c in v.choices()))
             raise ResolveError(
-                f"unknown backend {name!r} for {what}{where} with target {profile.target} "
-                f"(valid: {choices})"
+                f"unknown backend {name!r} for {what}{where} with target {profile.target}"
+                f"{meant} (valid: {choices})"
             )
         if family_name in known:
             picked.append(name)
@@ -183,8 +185,10 @@ def family(evaluation: Evaluation, name: str, what: str) -> list[str]:
     found = _members(profile, name)
     if not found:
         choices = ", ".join(profile.choices())
+        meant = did_you_mean(name, profile.choices())
         raise ResolveError(
-            f"unknown backend {name!r} for {what} with target {profile.target} (valid: {choices})"
+            f"unknown backend {name!r} for {what} with target {profile.target}{meant} "
+            f"(valid: {choices})"
         )
     return found
 
@@ -457,12 +461,14 @@ def _knobs(
     keep = {knob.name, *(name for name, _ in knob.env_for(chosen))} if knob is not None else set()
     unset = [k.name for k in era.env_knobs() if k.name not in keep]
     # A knob fp4doctor never sets (VLLM_BATCH_INVARIANT) is unset because it overrides the
-    # choice: say so where it is set, rather than leave a bare `unset` to wonder about.
+    # choice: say so, rather than leave a bare `unset` to wonder about (where it is not set
+    # here, the output may be applied where it is).
     env = evaluation.context.env
     notes += [
-        f"unsets {k.name}: {k.note}" if k.note else f"unsets {k.name}: it overrides the choice"
+        f"unsets {k.name}{'' if k.name in env else ' (not set here)'}: "
+        f"{k.note or 'it overrides the choice'}"
         for k in era.env_knobs()
-        if not k.select and k.name in unset and k.name in env
+        if not k.select and k.name in unset
     ]
     unset += [v for v in era.conflicts if v not in unset and v not in keep]
     return Resolution(

@@ -401,3 +401,62 @@ def test_the_answers_are_kept_for_a_long_question(
                         packages=["packaging"], env=dict(os.environ))  # fmt: skip
         assert asked.answers().unasked is None
     assert _Canned.started == 1
+
+
+def _dist_info(site: Path, name: str, version: str) -> None:
+    """A package installed as pip lays it out (its dist-info; no code is needed to find it)."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text(f"{info.name}/METADATA,,\n")
+
+
+def _asked_twice_then_after_an_install(env: dict[str, str], site: Path) -> list[int]:
+    """How many workers ran after each of three runs: two alike, then one after FlashInfer's
+    cubin package is installed beside the engine."""
+    cases = [Case("as set", "linear", (12, 0))]
+    started = []
+    for step in range(3):
+        if step == 2:
+            _dist_info(site, "flashinfer-cubin", "0.6.9")
+        asked = _Canned("vllm", "vLLM", "0.33.0", cases, stub=True, package="fake-engine",
+                        packages=["fake-engine"], env=env)  # fmt: skip
+        assert asked.answers().unasked is None
+        started.append(_Canned.started)
+    return started
+
+
+def test_a_package_installed_after_the_answers_were_kept_asks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The path fp4doctor's own fixes send users down: check, install what the fix names, check
+    # again. The kept answer once described the install before the fix.
+    site = tmp_path / "site"
+    _dist_info(site, "fake-engine", "1.0")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    monkeypatch.setenv("FP4DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(query.ENGINE_PYTHON_ENV, raising=False)
+    if query.installed("flashinfer-cubin"):
+        pytest.skip("flashinfer-cubin is installed in this interpreter")
+    _Canned.started = 0
+    assert _asked_twice_then_after_an_install(dict(os.environ), site) == [1, 1, 2]
+
+
+def test_answers_from_an_engine_in_another_venv_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FP4DOCTOR_ENGINE_PYTHON: fp4doctor installed with pipx, the engine in its own venv. The
+    # other interpreter is this one behind a script, its packages in a directory of its own.
+    site = tmp_path / "engine-site"
+    _dist_info(site, "fake-engine", "1.0")
+    python = tmp_path / "engine-venv" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    env = {**os.environ, query.ENGINE_PYTHON_ENV: str(python), "PYTHONPATH": str(site),
+           "FP4DOCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    if query.installed("flashinfer-cubin") and not os.environ.get(query.ENGINE_PYTHON_ENV):
+        pytest.skip("flashinfer-cubin is installed in this interpreter")
+    monkeypatch.setenv("FP4DOCTOR_CACHE_DIR", env["FP4DOCTOR_CACHE_DIR"])  # cache.cached's
+    _Canned.started = 0
+    assert _asked_twice_then_after_an_install(env, site) == [1, 1, 2]

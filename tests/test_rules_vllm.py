@@ -364,8 +364,13 @@ def test_env_says_why_it_unsets_batch_invariant() -> None:
     assert "VLLM_BATCH_INVARIANT" in r.unset_env
     (why,) = [n for n in r.notes if n.startswith("unsets VLLM_BATCH_INVARIANT")]
     assert "Humming for a W4A16 checkpoint" in why
+    # Not set here, it is still unset (the output may be applied where it is set), and the
+    # reason is said: once a bare `unset -v VLLM_BATCH_INVARIANT` (issue 42).
     quiet = resolve(judge("b200", "0.34.0"))
-    assert not [n for n in quiet.notes if "VLLM_BATCH_INVARIANT" in n]
+    assert "VLLM_BATCH_INVARIANT" in quiet.unset_env
+    (why,) = [n for n in quiet.notes if "VLLM_BATCH_INVARIANT" in n]
+    assert why.startswith("unsets VLLM_BATCH_INVARIANT (not set here): ")
+    assert "Humming for a W4A16 checkpoint" in why
 
 
 def test_vllm_cutlass_moe_leaves_sm110_in_0_34() -> None:
@@ -409,6 +414,26 @@ def test_a_flashinfer_newer_than_its_data_makes_the_vllm_verdict_unverified() ->
     h = dataclasses.replace(h, packages=dataclasses.replace(h.packages, versions=versions))
     ev = evaluate(VLLM, h, override_version="0.34.0", family="moe")
     assert [u.package for u in ev.unverified] == ["flashinfer-python"]
+
+
+@pytest.mark.parametrize("package", ["nvidia-cudnn-frontend", "nvidia-cutlass-dsl"])
+def test_a_cudnn_frontend_or_cutlass_dsl_newer_than_the_data_is_said_unverified(
+    package: str,
+) -> None:
+    # Once judged as verified with no note, where a newer FlashInfer or engine gets one.
+    h = host("b200")
+    newest = dict(VLLM.engine.newest_read)[package]
+    newer = f"{Version(newest).major}.{Version(newest).minor + 1}.0"
+    versions = {**h.packages.versions, package: newer}
+    h = dataclasses.replace(h, packages=dataclasses.replace(h.packages, versions=versions))
+    ev = evaluate(VLLM, h, override_version="0.34.0", family="linear")
+    assert [u.package for u in ev.unverified] == [package]
+    (marked,) = [f for f in ev.host if f.id == f"engine.unverified.{package}"]
+    assert marked.status is Status.WARN and "not verified" in marked.reason
+    at_newest = dataclasses.replace(
+        h, packages=dataclasses.replace(h.packages, versions={**versions, package: newest})
+    )
+    assert evaluate(VLLM, at_newest, override_version="0.34.0", family="linear").verified
 
 
 def test_strict_makes_an_unverified_verdict_not_ready() -> None:

@@ -64,13 +64,31 @@ class Command(_HelpFits, click.Command):
             raise UserError(exc.format_message().rstrip(".")) from None
 
 
-class Group(_HelpFits, click.Group):
+class _Suggests(click.Group):
+    """An unknown subcommand is one user-error line with the closest name (exit 2), not click's
+    three-line usage block."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        known = self.list_commands(ctx)
+        if name and not name.startswith("-") and name not in known:
+            from fp4doctor.suggest import did_you_mean
+
+            raise UserError(
+                f"no command {name!r}{did_you_mean(name, known)} (commands: {', '.join(known)})"
+            )
+        return super().resolve_command(ctx, args)
+
+
+class Group(_HelpFits, _Suggests):
     """A group of commands under the top level (`profiles`)."""
 
     command_class = Command
 
 
-class _Main(_HelpFits, click.Group):
+class _Main(_HelpFits, _Suggests):
     """The top-level group. Ctrl-C ends any command with one line and exit code 130, not
     click's "Aborted!" and exit 1 (which a pipeline would read as "not ready"); a write error on
     stdout with one line and exit code 4; stdout is flushed before the exit code is final."""

@@ -30,6 +30,11 @@ def diff(q: Question, old: str, new: str, as_json: bool) -> None:
 
     if q.engine_version is not None:
         raise UserError("diff compares --from and --to: --engine-version has no place here")
+    from fp4doctor.versions import is_version, not_a_version
+
+    for option, given in (("--from", old), ("--to", new)):
+        if not is_version(given):
+            raise UserError(not_a_version(option, given))
     with user_errors():
         changes = upgrade(q, old, new)
     if as_json:

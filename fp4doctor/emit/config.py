@@ -15,6 +15,7 @@ in its args variable, for ``set -a; . FILE; set +a`` and an unquoted ``$FP4DOCTO
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -242,6 +243,15 @@ def files(
         kind = kinds[0] or (needs[0] if len(needs) == 1 else None)
         if kind is None or len(needs) == 2:
             raise EmitError(both)
+        if kind == "yaml" and kinds[0] is None and outputs[0] != "-" and p.yaml_fmt in ARGS_YAML:
+            # vLLM: vllm/utils/argparse_utils.py FlexibleArgumentParser.load_config_file ("Config
+            # file must be of a yaml/yml type"); SGLang: sglang/srt/server_args_config_parser.py
+            # _validate_yaml_file ("Config file must be YAML format").
+            stem = os.path.splitext(os.path.basename(outputs[0]))[0] or f"{target}-fp4"
+            raise EmitError(
+                f"{label} reads its --config file only when it is named .yaml or .yml, and "
+                f"refuses {outputs[0]}: name it NAME.yaml (-o {stem}.yaml)"
+            )
         if kind not in needs:
             if kind == "yaml":
                 raise EmitError(

@@ -195,16 +195,24 @@ def select_moe(moe_backend: str) -> tuple[str, Any]:
     return str(backend.name), kernel
 
 
+def backend_of(case: Case, engine_name: str) -> str | None:
+    """fp4doctor's backend for the kernel vLLM named, or None when the rules know no such
+    backend: the one vocabulary the answers are built from, and checked against by the parent
+    (oracle/query.py)."""
+    return (MOE_NAMES if case.family == "moe" else LINEAR_NAMES).get(engine_name)
+
+
 def picked(case: Case, engine_name: str) -> Answer:
     """The answer for a kernel vLLM picked, named in fp4doctor's words where the rules know it."""
-    names = MOE_NAMES if case.family == "moe" else LINEAR_NAMES
-    return Answer(case.key, engine_name=engine_name, backend=names.get(engine_name))
+    return Answer(case.key, engine_name=engine_name, backend=backend_of(case, engine_name))
 
 
 class Session:
     """vLLM's selection code, imported (with the capability stub in place when asked); an
     adapter says where its release selects the linear kernel (`linear`) and how the parsed
     arguments reach the selection (`configured`)."""
+
+    backend_of = staticmethod(backend_of)  # its vocabulary (worker.vocabulary)
 
     def __init__(self, stub: bool, model: Mapping[str, Any] | None = None) -> None:
         """Import the release's selection code (raises what the import raises: ImportError,

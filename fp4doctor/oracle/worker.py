@@ -25,6 +25,7 @@ import importlib
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Protocol
 
 from fp4doctor.oracle.answers import Answer, Case
@@ -59,6 +60,18 @@ def adapter_for(engine: str, version: str) -> str | None:
         if name == engine and Version(version) >= Version(lowest):
             found = module
     return found
+
+
+def vocabulary(adapter: str) -> Callable[[Case, str], str | None] | None:
+    """The `backend_of(case, engine_name)` of the adapter module named `adapter` ('vllm_0_24'),
+    or None for a name that is no adapter's. Read by the parent, which checks each answer
+    against it: the adapter modules import neither torch nor the engine at their top."""
+    modules = {module.rsplit(".", 1)[1]: module for _, _, module in ADAPTERS}
+    if adapter not in modules:
+        return None
+    session = importlib.import_module(modules[adapter]).Session
+    names: Callable[[Case, str], str | None] = session.backend_of
+    return names
 
 
 def _prepare(

@@ -35,6 +35,7 @@ from pathlib import Path
 from fp4doctor.facts import CompiledArchs, canonical_name
 from fp4doctor.probe.packages import installed_files, probe_packages
 from fp4doctor.shipped import profiles_dir
+from fp4doctor.textfile import UnreadableText, open_regular
 
 __all__ = [
     "Entry",
@@ -139,7 +140,10 @@ def arch_order(name: str) -> tuple[int, str]:
 
 def entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
     """Every fatbin entry header of the ELF file `path`, in file order (headers only)."""
-    fd = os.open(path, os.O_RDONLY)
+    try:  # never waited on (a FIFO named like a module in a shared JIT workspace), never a device
+        fd = open_regular(path)
+    except UnreadableText as exc:
+        raise FatbinError(f"cannot read {exc}") from None
     try:
         size = os.fstat(fd).st_size
         for name, start, length in _fatbin_sections(fd, size):

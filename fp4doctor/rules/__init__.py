@@ -27,7 +27,7 @@ from fp4doctor.rules.backends import (
 )
 from fp4doctor.rules.environment import Selection, lint
 from fp4doctor.rules.host import FIX_GPU_UNREADABLE, host_findings, says_no_verdict
-from fp4doctor.versions import bounds, contains
+from fp4doctor.versions import bounds, contains, same_version
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
     from fp4doctor.pick import Pick
@@ -289,7 +289,9 @@ def install_findings(profile: Profile, engine: EngineVersion) -> list[Finding]:
     not have: getting there takes FlashInfer from elsewhere (said, not a failure)."""
     if engine.source == SOURCE_INSTALLED:
         return []
-    pin = dict(profile.engine.unavailable_pins).get(engine.version)
+    pin = next(
+        (p for v, p in profile.engine.unavailable_pins if same_version(v, engine.version)), None
+    )
     if pin is None:
         return []
     package = profile.engine.package
