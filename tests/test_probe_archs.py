@@ -433,16 +433,17 @@ def test_the_kind_passes_where_the_module_was_built_for_the_gpu() -> None:
 @pytest.mark.parametrize(
     ("archs_", "versions", "ok", "measured"),
     [
-        # What could not be looked at is said and passed: an old snapshot, a file the install
-        # does not list (an editable build, a renamed module), a distribution not installed.
-        (None, {"vllm": "0.22.0"}, True, "vllm/_C.abi3.so not checked: the facts carry no scan"),
+        # What could not be looked at is said ("not read": a skip, not a pass; issue 40): an old
+        # snapshot, a file the install does not list (an editable build, a renamed module), a
+        # distribution not installed.
+        (None, {"vllm": "0.22.0"}, True, "vllm/_C.abi3.so not read: the facts carry no scan"),
         (
             CompiledArchs(error="vllm 0.22.0 installed no file _C.abi3.so"),
             {"vllm": "0.22.0"},
             True,
-            "not checked: vllm 0.22.0 installed no file _C.abi3.so",
+            "not read: vllm 0.22.0 installed no file _C.abi3.so",
         ),
-        (CompiledArchs(["sm_120"]), {}, True, "not checked: vllm is not installed"),
+        (CompiledArchs(["sm_120"]), {}, True, "not read: vllm is not installed"),
         # A module that is there and wrong fails.
         (
             CompiledArchs(error="not an ELF file", path="/x/_C.abi3.so"),
@@ -464,6 +465,7 @@ def test_the_kind_fails_only_what_it_read(
     )
     check = CompiledArch(VLLM_C).check(context(host), host.gpus[0])
     assert check.ok is ok and measured in check.measured
+    assert check.read is ("not read" not in measured)
 
 
 @pytest.mark.parametrize(
@@ -503,7 +505,8 @@ def test_the_kind_without_a_gpu_says_it_did_not_check() -> None:
     host = facts.load(HOSTS / "cpu.json")
     installed = replace(host, packages=replace(host.packages, versions={"vllm": "0.22.0"}))
     check = CompiledArch(VLLM_C).check(context(installed), None)
-    assert (check.ok, check.measured) == (True, f"{VLLM_C} not checked: no GPU to check it for")
+    assert (check.ok, check.read) == (True, False)
+    assert check.measured == f"{VLLM_C} not read: no GPU to check it for"
 
 
 # --- the kind in a profile: parsed, registered, its modules scanned, judged --------------------

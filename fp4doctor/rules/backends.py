@@ -112,7 +112,7 @@ def requirement_findings(
             findings.append(
                 Finding(
                     id=f"{prefix}.{req.id}" + (f".gpu{gpu.index}" if gpu else ""),
-                    status=Status.PASS if result.ok else Status.FAIL,
+                    status=_status(result),
                     reason=_reason(result, req.reason if not result.ok else None),
                     fix=None if result.ok else req.fix_for(ctx),
                     gpu=gpu.index if gpu else None,
@@ -181,6 +181,13 @@ def _per_gpu(req: Requirement, ctx: Context) -> list[tuple[Gpu | None, Check]]:
     if req.per_gpu and ctx.gpus:
         return [(g, req.check(ctx, g)) for g in ctx.gpus]
     return [(None, req.check(ctx, None))]
+
+
+def _status(result: Check) -> Status:
+    """pass, fail, or skip for a fact that could not be read here (never a pass)."""
+    if not result.read:
+        return Status.SKIP
+    return Status.PASS if result.ok else Status.FAIL
 
 
 def _reason(result: Check, why: str | None) -> str:
