@@ -1,6 +1,7 @@
 """Which binary holds each backend's kernel, read for the GPU's architecture (issue 40, item 1).
 
-- A real sgl-kernel module kept as a fixture (85 KB; tests/fixtures/binaries/README.md).
+- Real binaries kept as fixtures (an 85 KB sgl-kernel module, two 50 KB trtllm-gen cubins of
+  flashinfer-cubin 0.6.12; tests/fixtures/binaries/README.md).
 - vLLM's real extensions where the engine venvs are built (FP4DOCTOR_ENGINE_VENVS): the op each
   profile rule names is in the file the rule reads, and each file the rules read at a release is
   in that release's install.
@@ -12,8 +13,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import mmap
 import os
+import shutil
+import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,7 +26,7 @@ import pytest
 from fp4doctor import facts, profile
 from fp4doctor.facts import CompiledArchs
 from fp4doctor.findings import Status
-from fp4doctor.probe.archs import scan
+from fp4doctor.probe.archs import cubin_arch, probe_compiled_archs, scan
 from fp4doctor.profile.kinds import get
 from fp4doctor.profile.kinds.base import Context
 from fp4doctor.profile.kinds.compiled_arch import CompiledArch, runs_on
@@ -32,7 +37,11 @@ from fp4doctor.rules import evaluate
 
 HERE = Path(__file__).parent
 HOSTS = HERE / "fixtures" / "hosts"
-SPATIAL_OPS = HERE / "fixtures" / "binaries" / "sglang_kernel-0.4.5-spatial_ops.abi3.so"
+BINARIES = HERE / "fixtures" / "binaries"
+SPATIAL_OPS = BINARIES / "sglang_kernel-0.4.5-spatial_ops.abi3.so"
+BMM_SM100F = BINARIES / "flashinfer_cubin-0.6.12-bmm_sm100f.cubin"
+BMM_SM103A = BINARIES / "flashinfer_cubin-0.6.12-bmm_sm103a.cubin"
+TRTLLM_MOE_CUBINS = "flashinfer-cubin/cubins/*/batched_gemm-*/*.cubin"
 VENVS = os.environ.get("FP4DOCTOR_ENGINE_VENVS")
 VLLM = profile.load("vllm")
 
@@ -62,6 +71,70 @@ def test_a_real_sgl_kernel_module_is_read() -> None:
 )
 def test_a_real_module_runs_where_its_images_do(cc: int, runs: str | None) -> None:
     assert runs_on(scan(SPATIAL_OPS), cc) == runs
+
+
+# --- real trtllm-gen cubins: the architecture from the ELF header --------------------------------
+
+
+def test_real_trtllm_gen_cubins_are_read_from_their_elf_header() -> None:
+    """flashinfer-cubin's file names say the target (`_sm100f`, `_sm103a`); the header agrees.
+    A family cubin reads as its base architecture, as cuobjdump names it."""
+    assert cubin_arch(BMM_SM100F) == "sm_100"
+    assert cubin_arch(BMM_SM103A) == "sm_103a"
+    assert scan(BMM_SM103A) == CompiledArchs(sass=["sm_103a"])
+    assert cubin_arch(SPATIAL_OPS) is None  # a shared library: its fatbin is read instead
+    for cc, runs in ((100, "sm_100"), (103, "sm_100"), (107, "sm_100"), (120, None), (121, None)):
+        assert runs_on(scan(BMM_SM100F), cc) == runs, cc
+    assert [runs_on(scan(BMM_SM103A), cc) for cc in (100, 103, 120)] == [None, "sm_103a", None]
+
+
+def _fake_cubin(tmp_path: Path, abi: int, flags: int) -> Path:
+    """A FAKE 64-byte ELF header of a cubin (EM_CUDA), nothing after it."""
+    header = bytearray(64)
+    header[:4], header[4], header[5], header[8] = b"\x7fELF", 2, 1, abi
+    struct.pack_into("<H", header, 18, 190)
+    struct.pack_into("<I", header, 48, flags)
+    path = tmp_path / f"fake-{abi}-{flags:x}.cubin"
+    path.write_bytes(bytes(header))
+    return path
+
+
+def test_both_cubin_header_layouts_are_read(tmp_path: Path) -> None:
+    assert cubin_arch(_fake_cubin(tmp_path, 7, 0x00500050)) == "sm_80"  # before ABI 8: low byte
+    assert cubin_arch(_fake_cubin(tmp_path, 8, 0x0600780A)) == "sm_120a"
+    assert cubin_arch(_fake_cubin(tmp_path, 8, 0x06007802)) == "sm_120"
+
+
+def test_a_glob_key_unites_every_cubin_it_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FAKE installed distribution (dist-info, RECORD) holding the two real cubins: the glob
+    key reads both; a key that matches nothing says so (not read)."""
+    bmm = tmp_path / "flashinfer_cubin" / "cubins" / "c21d" / "batched_gemm-91e0ba0-da44fdf"
+    bmm.mkdir(parents=True)
+    for cubin in (BMM_SM100F, BMM_SM103A):
+        shutil.copy(cubin, bmm / cubin.name)
+    info = tmp_path / "flashinfer_cubin-0.6.12.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: flashinfer-cubin\nVersion: 0.6.12\n"
+    )
+    rows = [f"{p.relative_to(tmp_path).as_posix()},," for p in sorted(bmm.iterdir())]
+    (info / "RECORD").write_text("\n".join([*rows, f"{info.name}/METADATA,,"]) + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = probe_compiled_archs([TRTLLM_MOE_CUBINS, "flashinfer-cubin/cubins/*/gemm-*/*.cubin"])
+    both = found[TRTLLM_MOE_CUBINS]
+    assert (both.sass, both.ptx, both.error, both.path) == (
+        ["sm_100", "sm_103a"],
+        [],
+        None,
+        str(bmm),
+    )
+    none = found["flashinfer-cubin/cubins/*/gemm-*/*.cubin"]
+    assert none.path is None
+    assert (
+        none.error == "flashinfer-cubin 0.6.12 installed no file matching cubins/*/gemm-*/*.cubin"
+    )
 
 
 # --- vLLM's real extensions: each kernel is where the profile reads it ---------------------------
@@ -114,6 +187,43 @@ def test_every_vllm_module_the_rules_read_is_in_that_release(package: Path) -> N
     assert any("_moe_C" in m for m in read), read
     for module in read:
         assert (package.parent / module).is_file(), (release, module)
+
+
+def _probed(release: str) -> facts.HostFacts | None:
+    """`fp4doctor probe` run by the interpreter of the real vLLM venv (its own packages)."""
+    python = Path(VENVS or "/nonexistent") / f"vllm-{release}" / "bin" / "python"
+    if not python.exists():
+        return None
+    out = subprocess.run(
+        [str(python), "-m", "fp4doctor", "probe", "--json"],
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return facts.from_dict(json.loads(out))
+
+
+@pytest.mark.real_packages
+def test_real_flashinfer_cubins_refuse_the_trtllm_moe_on_sm120() -> None:
+    """vLLM 0.24.0's venv has flashinfer-cubin 0.6.12: its probe reads the trtllm-gen batched-GEMM
+    cubins (sm_100 family and sm_103a), so flashinfer-trtllm-moe fails on an RTX 5090 naming
+    their directory, and the same facts on a B200 pass."""
+    host = _probed("0.24.0")
+    if host is None or "flashinfer-cubin" not in host.packages.versions:
+        pytest.skip("no vllm-0.24.0 venv with flashinfer-cubin under FP4DOCTOR_ENGINE_VENVS")
+    cubins = host.compiled_archs[TRTLLM_MOE_CUBINS]
+    assert cubins.error is None and cubins.sass == ["sm_100", "sm_103a"], cubins
+    for fixture, status in (("rtx5090", Status.FAIL), ("b200", Status.PASS)):
+        gpus = facts.load(HOSTS / f"{fixture}.json").gpus
+        ev = evaluate(VLLM, dataclasses.replace(host, gpus=gpus), family="moe")
+        found = [
+            f
+            for f in ev.verdicts["flashinfer-trtllm-moe"].findings
+            if ".trtllm_moe_cubins." in f.id
+        ]
+        assert found and {f.status for f in found} == {status}, (fixture, found)
+        assert all(TRTLLM_MOE_CUBINS in f.reason for f in found)
 
 
 # --- FAKE scans: a module without the GPU's image fails, an unread one is a skip -----------------
