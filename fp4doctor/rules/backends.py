@@ -179,7 +179,12 @@ def _flatten(reqs: tuple[Requirement, ...], ctx: Context) -> list[Requirement]:
 
 def _per_gpu(req: Requirement, ctx: Context) -> list[tuple[Gpu | None, Check]]:
     if req.per_gpu and ctx.gpus:
-        return [(g, req.check(ctx, g)) for g in ctx.gpus]
+        results: list[tuple[Gpu | None, Check]] = [(g, req.check(ctx, g)) for g in ctx.gpus]
+        # A fact not read here (a binary not installed) is the same on every GPU: said once.
+        first = results[0][1]
+        if len(results) > 1 and all(not r.read and r == first for _, r in results):
+            return [(None, first)]
+        return results
     return [(None, req.check(ctx, None))]
 
 
