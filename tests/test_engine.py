@@ -382,3 +382,34 @@ def test_command_line_reads_as_the_engine_parses_it(
             elif setting is None and not _same(value, baseline[field]):
                 problems.append(f"{line}: {field} unset by us, engine {value!r}")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("release", "majors"), [("0.5.16", {12}), ("0.5.23", {11, 12})])
+def test_sglang_post_processing_moves_auto_to_flashinfer_cutlass(
+    tmp_path: Path, release: str, majors: set[int]
+) -> None:
+    """SGLang's own server-args post-processing, run by the oracle adapter through
+    prepare_server_args: with --quantization modelopt_fp4 the auto MoE runner becomes
+    flashinfer_cutlass on SM12x (SM11x too from 0.5.22), and stays flashinfer_trtllm without the
+    flag (tools/extract/data/sglang.json moe.fp4_rewrites_of_moe_runner_backend; the profile's
+    automatic order: tests/test_moe_release_data.py)."""
+    from fp4doctor.oracle import query
+    from fp4doctor.oracle.answers import Case
+
+    python = _venv("sglang", release)
+    flag = ("--quantization", "modelopt_fp4")
+    cases = [
+        Case(AS_SET, "moe", cc, args=args)
+        for cc in ((10, 0), (11, 0), (12, 0), (12, 1))
+        for args in ((), flag)
+    ]
+    env = agreement.worker_env(python, agreement.stub_driver(tmp_path))
+    asking = query.Asking("sglang", "SGLang", release, cases, stub=True, package="sglang", env=env)
+    got = asking.answers()
+    assert got.unasked is None, got.unasked
+    for case in cases:
+        answer = got.answer(case)
+        assert answer is not None, case
+        moved = bool(case.args) and case.cc[0] in majors
+        expected = "flashinfer-cutlass-moe" if moved else "flashinfer-trtllm-moe"
+        assert answer.backend == expected, (release, case.cc, case.args, answer)

@@ -115,7 +115,7 @@ def requirement_findings(
             findings.append(
                 Finding(
                     id=f"{prefix}.{req.id}" + (f".gpu{gpu.index}" if gpu else ""),
-                    status=Status.PASS if result.ok else Status.FAIL,
+                    status=_status(result),
                     reason=_reason(result, req.reason if not result.ok else None),
                     fix=None if result.ok else req.fix_for(ctx),
                     gpu=gpu.index if gpu else None,
@@ -182,8 +182,20 @@ def _flatten(reqs: tuple[Requirement, ...], ctx: Context) -> list[Requirement]:
 
 def _per_gpu(req: Requirement, ctx: Context) -> list[tuple[Gpu | None, Check]]:
     if req.per_gpu and ctx.gpus:
-        return [(g, req.check(ctx, g)) for g in ctx.gpus]
+        results: list[tuple[Gpu | None, Check]] = [(g, req.check(ctx, g)) for g in ctx.gpus]
+        # A fact not read here (a binary not installed) is the same on every GPU: said once.
+        first = results[0][1]
+        if len(results) > 1 and all(not r.read and r == first for _, r in results):
+            return [(None, first)]
+        return results
     return [(None, req.check(ctx, None))]
+
+
+def _status(result: Check) -> Status:
+    """pass, fail, or skip for a fact that could not be read here (never a pass)."""
+    if not result.read:
+        return Status.SKIP
+    return Status.PASS if result.ok else Status.FAIL
 
 
 def _reason(result: Check, why: str | None) -> str:

@@ -15,6 +15,7 @@ from fp4doctor.profile.kinds.cuda_driver import CudaDriver
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.cudart_loader import CudartLoader
 from fp4doctor.profile.kinds.cudnn_backend import CudnnBackend
+from fp4doctor.profile.kinds.engine_arg import EngineArg
 from fp4doctor.profile.kinds.env import Env
 from fp4doctor.profile.kinds.ninja import Ninja
 from fp4doctor.profile.kinds.nvcc import Nvcc
@@ -39,6 +40,7 @@ KINDS: dict[str, type[Kind]] = {
         Ninja,
         SameVersion,
         Env,
+        EngineArg,
         ToolchainArch,
         AnyOf,
         AllOf,

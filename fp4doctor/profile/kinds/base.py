@@ -66,11 +66,14 @@ class Context:
 @dataclass(frozen=True)
 class Check:
     """The outcome of one requirement on the host (or one GPU): what was measured, what is
-    required, in words a user reads."""
+    required, in words a user reads. `read` is False when the fact could not be looked at here
+    (a binary not installed, a snapshot without its scan): the requirement does not block
+    (`ok`), and its finding says "not read" (skip), never that it passed."""
 
     ok: bool
     measured: str
     required: str
+    read: bool = True
 
 
 # Parses a nested requirement (for the kinds that combine others).
