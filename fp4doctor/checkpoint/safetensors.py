@@ -5,13 +5,20 @@ maps each tensor name to its dtype, shape and data offsets
 (https://github.com/huggingface/safetensors, README "Format"). Two bounded reads per file: the
 length, then the header. The safetensors library itself refuses headers over 100 MB
 (safetensors/src/tensor.rs MAX_HEADER_SIZE), and so does this reader.
+
+The one exception to "never tensor data": `read_scalars` reads the bytes of per-tensor scalar
+scales (`weight_scale_2`, `input_scale`, ...: F32, at most `MAX_SCALAR_ELEMENTS` values, 4 bytes
+each), one bounded `pread` each, only within the file's size (a header whose offsets run past the
+end of the file is reported, never followed).
 """
 
 from __future__ import annotations
 
+import os
 import reprlib
 import struct
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fp4doctor.checkpoint.errors import CheckpointError
@@ -20,6 +27,7 @@ from fp4doctor.checkpoint.files import open_regular, parse_json, read_bytes
 MAX_HEADER_BYTES = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64_000_000
+MAX_SCALAR_ELEMENTS = 16  # a fused module's per-part scales; a scalar scale is 1
 
 
 @dataclass(frozen=True)
@@ -29,10 +37,36 @@ class TensorInfo:
     name: str
     dtype: str  # safetensors spelling: U8, F8_E4M3, F32, BF16 ...
     shape: tuple[int, ...]
+    # Where its bytes are in the file (absolute: past the length and the header), when the
+    # header gives valid `data_offsets`; None for a header without them, or from the Hub.
+    span: tuple[int, int] | None = None
+
+    @property
+    def elements(self) -> int:
+        count = 1
+        for d in self.shape:
+            count *= d
+        return count
+
+
+@dataclass
+class Scalars:
+    """What `read_scalars` read of one file: each scalar tensor's values, the names whose bytes
+    lie past the end of the file, and how many bytes were read."""
+
+    values: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    beyond: list[str] = field(default_factory=list)
+    header_only: bool = False  # the file holds no tensor data at all (a header-only copy)
+    bytes_read: int = 0
 
 
 def read_header(path: Path) -> dict[str, TensorInfo]:
     """The tensors of one `.safetensors` file, from its header alone."""
+    return read_header_sized(path)[0]
+
+
+def read_header_sized(path: Path) -> tuple[dict[str, TensorInfo], int]:
+    """The tensors of one `.safetensors` file, and the bytes its header took (8 + length)."""
     with open_regular(path) as f:
         try:
             head = f.read(8)
@@ -54,6 +88,7 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
     header = parse_json(raw, path, "a safetensors header")
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: the safetensors header is not a JSON object")
+    start = 8 + size
     out: dict[str, TensorInfo] = {}
     for name, entry in header.items():
         if name == "__metadata__":
@@ -66,8 +101,58 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         if not all(_dimension(d) for d in shape):
             shown = reprlib.repr(shape)  # a 4,000-digit dimension is not a message
             raise CheckpointError(f"{path}: tensor {name!r}: 'shape' {shown} is not a shape")
-        out[name] = TensorInfo(name, dtype, tuple(shape))
+        out[name] = TensorInfo(name, dtype, tuple(shape), _span(entry.get("data_offsets"), start))
+    return out, start
+
+
+def _span(offsets: object, start: int) -> tuple[int, int] | None:
+    """The absolute byte range of `data_offsets` [begin, end), None unless two whole numbers
+    0 <= begin <= end (anything else is never used to read)."""
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_dimension, offsets)):
+        return None
+    begin, end = offsets
+    return (start + begin, start + end) if begin <= end else None
+
+
+def read_scalars(path: Path, tensors: Iterable[TensorInfo]) -> Scalars:
+    """The values of the F32 tensors of at most MAX_SCALAR_ELEMENTS elements among `tensors`
+    (all from `path`'s header): one `pread` of at most 64 bytes each, never past the end of the
+    file. Others are left out (their dtype or size is judged elsewhere)."""
+    out = Scalars()
+    wanted = [
+        t for t in tensors
+        if t.dtype == "F32" and t.span is not None and 0 < t.elements <= MAX_SCALAR_ELEMENTS
+        and t.span[1] - t.span[0] == 4 * t.elements
+    ]  # fmt: skip
+    if not wanted:
+        return out
+    with open_regular(path) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        out.header_only = size <= _header_end(fd)
+        if out.header_only:
+            return out
+        for t in sorted(wanted, key=lambda t: t.span or (0, 0)):
+            begin, end = t.span or (0, 0)
+            if end > size:
+                out.beyond.append(t.name)
+                continue
+            try:
+                raw = os.pread(fd, end - begin, begin)
+            except OSError as exc:
+                raise CheckpointError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+            out.bytes_read += len(raw)
+            if len(raw) < end - begin:  # shrank since the fstat above
+                out.beyond.append(t.name)
+                continue
+            out.values[t.name] = struct.unpack(f"<{t.elements}f", raw)
     return out
+
+
+def _header_end(fd: int) -> int:
+    """Where the tensor data of the open file `fd` begins (8 + the header length)."""
+    head = os.pread(fd, 8, 0)
+    return 8 + struct.unpack("<Q", head)[0] if len(head) == 8 else 8
 
 
 def _dimension(value: object) -> bool:
