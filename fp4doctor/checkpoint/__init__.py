@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fp4doctor.checkpoint.activation import MoeActivation, read_activation
-from fp4doctor.checkpoint.content import DTYPE, NOT_READ, SCALARS, Content, Defect, inspect
+from fp4doctor.checkpoint.content import DTYPE, NOT_READ, Content, Defect, inspect
 from fp4doctor.checkpoint.errors import CheckpointError
 from fp4doctor.checkpoint.files import boundary, inside, is_regular, shard
 from fp4doctor.checkpoint.layers import LayerClass, Scan, layer_classes, modules, scan
@@ -188,8 +188,7 @@ def _read_content(
         opened += 1
         header_bytes += size
         infos.update(found)
-        scales = [t for n, t in found.items() if n[n.rfind(".") + 1 :] in SCALARS]
-        got: Scalars = read_scalars(path, scales)
+        got: Scalars = read_scalars(path, found.values())
         values.update(got.values)
         beyond += got.beyond
         scalar_bytes += got.bytes_read

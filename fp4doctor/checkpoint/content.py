@@ -58,10 +58,11 @@ _ACT = frozenset({"input_scale", "input_global_scale"})
 SCALARS = _GLOBAL | _ACT
 _DTYPES = {"weight": "U8", "weight_packed": "U8", "weight_scale": "F8_E4M3",
            **dict.fromkeys(SCALARS, "F32")}  # fmt: skip
-_GATE_UP = (("gate_proj", "up_proj"), ("w1", "w3"))
-_EXPERT = re.compile(r"^(.*\bexperts)\.(\d+)\.([^.]+)$")
+_UP_OF = {"gate_proj": "up_proj", "w1": "w3"}  # the gate (w1) and the up (w3) it is fused with
+_EXPERT = re.compile(r"^(.*\bexperts)\.(\d+|#+)\.([^.]+)$")  # a path, or its pattern
 _MARK_DIGITS = str.maketrans("0123456789", "##########")
 EXAMPLES = 3
+_NONE: frozenset[str] = frozenset()
 # torch.allclose's defaults, as vLLM and SGLang compare w1 and w3 global scales.
 RTOL, ATOL = 1e-5, 1e-8
 
@@ -157,15 +158,18 @@ def inspect(
     end of their file), and the number of NVFP4 modules checked."""
     modules: dict[str, set[str]] = {}
     for name in names:
-        dot = name.rfind(".")
-        if dot > 0:
-            modules.setdefault(name[:dot], set()).add(name[dot + 1 :])
+        path, _, suffix = name.rpartition(".")
+        if path:
+            if path in modules:
+                modules[path].add(suffix)
+            else:
+                modules[path] = {suffix}
     found = _Found()
     patterns = _patterns(modules)
     nvfp4 = {p for p, s in modules.items() if _is_nvfp4(p, s, infos)}
-    act_required = quant.format in (MODELOPT_NVFP4,) and not quant.weight_only_groups
+    act_required = quant.format == MODELOPT_NVFP4 and not quant.weight_only_groups
     names_of = CT_NAMES if quant.format in (CT_NVFP4, CT_NVFP4A16) else MODELOPT_NAMES
-    checked = 0
+    checked: set[str] = set()
     for paths in patterns.values():
         quantized = [p for p in paths if p in nvfp4]
         if not quantized:
@@ -174,7 +178,7 @@ def inspect(
         if act_required:
             expected.add(names_of[3])
         for path in paths:
-            have = modules.get(path, set())
+            have = modules.get(path, _NONE)
             if path not in nvfp4:
                 if have & _QUANT_SUFFIXES or _excluded(path, quant.excluded):
                     continue  # another format's module (FP8 in a mixed checkpoint), or excluded
@@ -182,50 +186,55 @@ def inspect(
                 if weight is not None and have:
                     found.add(DTYPE, path, "weight", f"{weight.dtype} (not in the exclusions)")
                     continue
-            checked += 1
+            checked.add(path)
             if not have:  # the whole module: an expert one layer lacks
                 found.add(MISSING, path, MODULE)
                 continue
-            for suffix in sorted(expected - have):
-                found.add(MISSING, path, suffix)
-            for suffix in sorted(have & set(_DTYPES)):
-                info = infos.get(f"{path}.{suffix}")
-                if info is not None and info.dtype != _DTYPES[suffix]:
-                    found.add(DTYPE, path, suffix, f"{info.dtype}, not {_DTYPES[suffix]}")
-            for suffix in sorted(have & SCALARS):
-                got = values.get(f"{path}.{suffix}")
-                if got is None:
-                    continue
-                if any(not math.isfinite(v) for v in got):
-                    found.add(NONFINITE, path, suffix, _shown(got))
-                elif any(v == 0.0 for v in got):
-                    found.add(ZERO, path, suffix, _shown(got))
+            if not expected <= have:
+                for suffix in sorted(expected - have):
+                    found.add(MISSING, path, suffix)
+    # One pass over the tensors read: dtypes, then the scalar values, of the modules checked.
+    for name, info in infos.items():
+        path, _, suffix = name.rpartition(".")
+        want = _DTYPES.get(suffix)
+        if want is not None and info.dtype != want and path in checked:
+            found.add(DTYPE, path, suffix, f"{info.dtype}, not {want}")
+    for name, got in values.items():
+        if all(map(math.isfinite, got)) and all(got):
+            continue
+        path, _, suffix = name.rpartition(".")
+        if path not in checked:
+            continue
+        kind = ZERO if all(map(math.isfinite, got)) else NONFINITE
+        found.add(kind, path, suffix, _shown(got))
     _gate_up(modules, values, found)
     for name in beyond:
         path, _, suffix = name.rpartition(".")
         found.add(TRUNCATED, path, suffix)
-    return found.defects(), checked
+    return found.defects(), len(checked)
 
 
 def _patterns(modules: Mapping[str, set[str]]) -> dict[str, list[str]]:
     """GEMM module paths grouped by pattern (indices as '#'), with the experts each layer of an
     experts class lacks (every expert any layer of the class stores) added as absent paths."""
-    known: dict[str, bool] = {}
+    known: dict[str, str | None] = {}  # pattern -> its experts pattern ("" for none), or None
     out: dict[str, list[str]] = {}
     grid: dict[str, dict[str, set[int]]] = {}  # experts pattern -> layer prefix -> experts
     projections: dict[str, set[str]] = {}
     for path in modules:
         pattern = path.translate(_MARK_DIGITS)
         if pattern not in known:
-            known[pattern] = classify(path) is not None
-        if not known[pattern]:
+            expert = _EXPERT.match(pattern)
+            known[pattern] = None if classify(path) is None else expert.group(1) if expert else ""
+        key = known[pattern]
+        if key is None:
             continue
         out.setdefault(pattern, []).append(path)
-        m = _EXPERT.match(path)
-        if m:
-            key = m.group(1).translate(_MARK_DIGITS)
-            grid.setdefault(key, {}).setdefault(m.group(1), set()).add(int(m.group(2)))
-            projections.setdefault(key, set()).add(m.group(3))
+        if key:
+            m = _EXPERT.match(path)
+            if m:
+                grid.setdefault(key, {}).setdefault(m.group(1), set()).add(int(m.group(2)))
+                projections.setdefault(key, set()).add(m.group(3))
     for key, layers in grid.items():
         every = set().union(*layers.values())
         for prefix in layers:
@@ -265,19 +274,19 @@ def _excluded(path: str, patterns: Iterable[str]) -> bool:
 def _gate_up(
     modules: Mapping[str, set[str]], values: Mapping[str, tuple[float, ...]], found: _Found
 ) -> None:
-    """Gate and up projections whose global scales differ (per expert, or a dense MLP's)."""
-    for path in modules:
-        parent, _, proj = path.rpartition(".")
-        for gate, up in _GATE_UP:
-            if proj != gate:
-                continue
-            for suffix in sorted(_GLOBAL):
-                a = values.get(f"{path}.{suffix}")
-                b = values.get(f"{parent}.{up}.{suffix}")
-                if not a or not b or not all(map(math.isfinite, (a[0], b[0]))):
-                    continue
-                if abs(a[0] - b[0]) > ATOL + RTOL * abs(b[0]):
-                    found.add(GATE_UP, path, suffix, f"{gate} {a[0]:g} vs {up} {b[0]:g}")
+    """Gate and up projections whose global scales differ (per expert, or a dense MLP's), as
+    torch.allclose tells them apart."""
+    for name, a in values.items():
+        path, _, suffix = name.rpartition(".")
+        parent, _, gate = path.rpartition(".")
+        up = _UP_OF.get(gate)
+        if up is None or suffix not in _GLOBAL:
+            continue
+        b = values.get(f"{parent}.{up}.{suffix}")
+        if not a or not b or not all(map(math.isfinite, (a[0], b[0]))):
+            continue
+        if abs(a[0] - b[0]) > ATOL + RTOL * abs(b[0]):
+            found.add(GATE_UP, path, suffix, f"{gate} {a[0]:g} vs {up} {b[0]:g}")
 
 
 def _shown(values: tuple[float, ...]) -> str:

@@ -20,6 +20,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from fp4doctor.checkpoint.errors import CheckpointError
 from fp4doctor.checkpoint.files import open_regular, parse_json, read_bytes
@@ -30,9 +31,8 @@ MAX_INDEX_BYTES = 64_000_000
 MAX_SCALAR_ELEMENTS = 16  # a fused module's per-part scales; a scalar scale is 1
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """What a header says of one tensor (the data itself is never read)."""
+class TensorInfo(NamedTuple):
+    """What a header says of one tensor (a tuple: a checkpoint has 100,000s of them)."""
 
     name: str
     dtype: str  # safetensors spelling: U8, F8_E4M3, F32, BF16 ...
@@ -93,38 +93,47 @@ def read_header_sized(path: Path) -> tuple[dict[str, TensorInfo], int]:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        if not isinstance(entry, dict):
+        if type(entry) is not dict:
             raise CheckpointError(f"{path}: tensor {name!r} has no dtype/shape entry")
         dtype, shape = entry.get("dtype"), entry.get("shape")
-        if not isinstance(dtype, str) or not isinstance(shape, list):
+        if type(dtype) is not str or type(shape) is not list:
             raise CheckpointError(f"{path}: tensor {name!r}: 'dtype' or 'shape' is missing")
-        if not all(_dimension(d) for d in shape):
-            shown = reprlib.repr(shape)  # a 4,000-digit dimension is not a message
-            raise CheckpointError(f"{path}: tensor {name!r}: 'shape' {shown} is not a shape")
+        for d in shape:  # a loop, not all(): 100,000s of tensors
+            if type(d) is not int or not 0 <= d < _LIMIT:
+                shown = reprlib.repr(shape)  # a 4,000-digit dimension is not a message
+                raise CheckpointError(f"{path}: tensor {name!r}: 'shape' {shown} is not a shape")
         out[name] = TensorInfo(name, dtype, tuple(shape), _span(entry.get("data_offsets"), start))
     return out, start
 
 
+# safetensors keeps a shape and offsets as usize (safetensors/src/tensor.rs TensorInfo): 64 bits.
+_LIMIT = 1 << 64
+
+
 def _span(offsets: object, start: int) -> tuple[int, int] | None:
     """The absolute byte range of `data_offsets` [begin, end), None unless two whole numbers
-    0 <= begin <= end (anything else is never used to read)."""
-    if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_dimension, offsets)):
+    0 <= begin <= end < 2**64 (anything else is never used to read)."""
+    if type(offsets) is not list or len(offsets) != 2:
         return None
     begin, end = offsets
-    return (start + begin, start + end) if begin <= end else None
+    if type(begin) is not int or type(end) is not int or not 0 <= begin <= end < _LIMIT:
+        return None
+    return (start + begin, start + end)
 
 
 def read_scalars(path: Path, tensors: Iterable[TensorInfo]) -> Scalars:
     """The values of the F32 tensors of at most MAX_SCALAR_ELEMENTS elements among `tensors`
-    (all from `path`'s header): one `pread` of at most 64 bytes each, never past the end of the
-    file. Others are left out (their dtype or size is judged elsewhere)."""
+    (`path`'s header): one `pread` of at most 64 bytes each, never past the end of the file;
+    and every tensor whose bytes the file does not hold (`beyond`: a partial download), unless
+    the file holds no tensor data at all (`header_only`)."""
     out = Scalars()
+    spans = [t for t in tensors if t.span is not None]
     wanted = [
-        t for t in tensors
-        if t.dtype == "F32" and t.span is not None and 0 < t.elements <= MAX_SCALAR_ELEMENTS
-        and t.span[1] - t.span[0] == 4 * t.elements
+        t for t in spans
+        if t.dtype == "F32" and len(t.shape) <= 1 and t.span is not None
+        and 0 < t.span[1] - t.span[0] == 4 * t.elements <= 4 * MAX_SCALAR_ELEMENTS
     ]  # fmt: skip
-    if not wanted:
+    if not spans:
         return out
     with open_regular(path) as f:
         fd = f.fileno()
@@ -132,10 +141,10 @@ def read_scalars(path: Path, tensors: Iterable[TensorInfo]) -> Scalars:
         out.header_only = size <= _header_end(fd)
         if out.header_only:
             return out
+        out.beyond = [t.name for t in spans if t.span is not None and t.span[1] > size]
         for t in sorted(wanted, key=lambda t: t.span or (0, 0)):
             begin, end = t.span or (0, 0)
             if end > size:
-                out.beyond.append(t.name)
                 continue
             try:
                 raw = os.pread(fd, end - begin, begin)
@@ -153,11 +162,6 @@ def _header_end(fd: int) -> int:
     """Where the tensor data of the open file `fd` begins (8 + the header length)."""
     head = os.pread(fd, 8, 0)
     return 8 + struct.unpack("<Q", head)[0] if len(head) == 8 else 8
-
-
-def _dimension(value: object) -> bool:
-    # safetensors keeps a shape as Vec<usize> (safetensors/src/tensor.rs TensorInfo): 64 bits.
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
 
 
 def read_index(path: Path) -> dict[str, str]:
