@@ -225,11 +225,11 @@ def test_offsets_past_the_end_of_the_file_are_a_truncated_shard_never_read(tmp_p
 
 def test_offsets_that_are_no_offsets_are_never_followed(tmp_path: Path) -> None:
     """data_offsets reversed, beyond 2**64, or past the file by 2**60: nothing is read there."""
+    offsets = {"q": [8, 4], "k": [2**64, 2**64 + 4], "v": [2**60, 2**60 + 4], "o": [0, 4]}
     raw = json.dumps({
-        "a.q_proj.weight_scale_2": {"dtype": "F32", "shape": [], "data_offsets": [8, 4]},
-        "a.k_proj.weight_scale_2": {"dtype": "F32", "shape": [], "data_offsets": [2**64, 2**64 + 4]},
-        "a.v_proj.weight_scale_2": {"dtype": "F32", "shape": [], "data_offsets": [2**60, 2**60 + 4]},
-        "a.o_proj.weight_scale_2": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+        f"a.{p}_proj.weight_scale_2": {"dtype": "F32", "shape": [1] if p == "o" else [],
+                                       "data_offsets": at}
+        for p, at in offsets.items()
     }).encode()  # fmt: skip
     path = tmp_path / "x.safetensors"
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + struct.pack("<f", 0.5))
