@@ -52,7 +52,7 @@ def test_a_good_checkpoint_stays_ready_and_its_scales_are_read(tmp_path: Path) -
     model = w.moe_checkpoint().write(tmp_path / "m")
     code, doc = _check(model)
     assert code == 0 and _content(doc) == {}
-    read = doc["model"]["checkpoint"]["content"]
+    read = doc["model"]["content"]
     # 2 layers x (4 attention + 4 experts x 3) modules, each a weight_scale_2 and an input_scale.
     assert read["modules"] == 32 and read["scalars"] == 64 and read["bytes_read"] == 64 * 4
     assert read["values"] == "read" and read["headers_read"] == 2

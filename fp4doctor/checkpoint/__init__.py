@@ -101,7 +101,6 @@ class Checkpoint:
             "excluded": list(self.quant.excluded),
             "shards": self.shards,
             "headers_read": self.headers_read,
-            "content": self.content.to_dict(),
         } | ({"moe_activation": act.to_dict()} if (act := self.moe_activation) else {})
 
 

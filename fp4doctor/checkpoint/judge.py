@@ -162,6 +162,7 @@ class ModelVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint.to_dict(),
+            "content": self.checkpoint.content.to_dict(),
             "tp": self.tp,
             "ep": self.ep,
             "gemms": [g.to_dict() for g in self.gemms],
