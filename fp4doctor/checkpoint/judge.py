@@ -6,7 +6,12 @@ Pure: a checkpoint, a profile, an engine version and a parallel size in; finding
   weight-only checkpoint). The core folds them into that backend's verdict, so the choice steers
   to a backend that can run the model;
 - standing (`findings`): what fails whatever the backend (a format this release does not read,
-  a size TP does not divide, an alignment every backend of the release needs).
+  a size TP does not divide, an alignment every backend of the release needs, a defect of the
+  checkpoint's content this release loads as garbage or refuses: fp4doctor/checkpoint/
+  content_judge.py).
+The layers are judged as the release runs them: a ModelOpt `quant_algo: NVFP4` checkpoint is W4A4
+to it even where a module stores no input scale, unless it reads weight-only config groups as
+W4A16 (`content_judge.engine_scheme`).
 Ids are `model.<layer class>.<...>`, so `--ignore model.experts` names all the MoE's.
 """
 
@@ -16,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fp4doctor.checkpoint import Checkpoint
+from fp4doctor.checkpoint import Checkpoint, content_judge
 from fp4doctor.checkpoint.activation import MoeActivation
 from fp4doctor.checkpoint.constraints import ActivationSupport, Alignment, ShapeRules
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE, SCHEME_W4A16
@@ -157,6 +162,7 @@ class ModelVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint.to_dict(),
+            "content": self.checkpoint.content.to_dict(),
             "tp": self.tp,
             "ep": self.ep,
             "gemms": [g.to_dict() for g in self.gemms],
@@ -171,7 +177,7 @@ def judge(
     """The model's findings for `profile`'s engine at `version`, at TP `tp` and EP `ep`."""
     target = profile.target
     label = f"{profile.title} {version}"
-    gemms = ckpt.gemms(tp, ep)
+    gemms = as_engine_runs(ckpt, ckpt.gemms(tp, ep), target, version, rules)
     fp4 = [g for g in gemms if g.layer.fp4]
     fmt = ckpt.quant.format
     standing: list[Finding] = []
@@ -247,9 +253,28 @@ def judge(
             _weight_only_findings(
                 family, ckpt.quant.format, profile, version, rules, label, standing, per_backend
             )
+    standing += content_judge.findings(ckpt, target, version, label, rules.content)
     return ModelVerdict(
         ckpt, tp, ep, tuple(gemms), tuple(standing), {b: tuple(fs) for b, fs in per_backend.items()}
     )
+
+
+def as_engine_runs(
+    ckpt: Checkpoint, gemms: list[RankGemm], target: str, version: str, rules: ShapeRules
+) -> list[RankGemm]:
+    """`gemms` with each NVFP4 layer's scheme the one `target` at `version` runs it as
+    (content_judge.engine_scheme); the oracle's questions need the same (fp4doctor/oracle)."""
+    out = []
+    for g in gemms:
+        scheme = (
+            content_judge.engine_scheme(ckpt, target, version, g.layer.family, rules.content)
+            if g.layer.fp4
+            else None
+        )
+        if scheme is not None and scheme != g.layer.scheme:
+            g = replace(g, layer=replace(g.layer, scheme=scheme))
+        out.append(g)
+    return out
 
 
 def _weight_only_findings(
