@@ -101,7 +101,7 @@ def test_interleaved_ranks_keep_their_own_frames() -> None:
     found = read_text(INTERLEAVED).failures
     assert [(f.cause, str(f.frame), f.first.number) for f in found] == [
         ("exception", "vllm/model_executor/layers/quantization/modelopt.py:9 in apply", 7),
-        ("cuda-error", "vllm/model_executor/layers/fused_moe/cutlass_moe.py:120 in apply", 8),
+        ("illegal_address", "vllm/model_executor/layers/fused_moe/cutlass_moe.py:120 in apply", 8),
     ]  # the quoted `assert` source line is no error of its own
 
 

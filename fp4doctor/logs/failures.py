@@ -41,14 +41,21 @@ CLASSES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("crash", "a crash", (
         "Segmentation fault", "SIGSEGV", "SIGABRT", "SIGBUS", "Fatal Python error",
         "core dumped", "terminate called after throwing", "died with exit code",
-        "exited unexpectedly", "exit code -",
+        "exited unexpectedly", "exit code -", "Caught signal",
+    )),
+    # The engine saying it failed (its cause is usually in the lines before).
+    ("engine-failure", "the engine's own failure notice", (
+        "Scheduler hit an exception", "EngineCore failed to start", "WorkerProc failed to start",
+        "Engine core initialization failed", "[TensorRT-LLM][ERROR]", "[TRT-LLM] [E]",
     )),
 )  # fmt: skip
 EXCEPTION = "exception"
 ERROR_LINE = "error-line"
+UNFINISHED = "traceback"
 CLASS_TITLES = {c: t for c, t, _ in CLASSES} | {
     EXCEPTION: "a Python exception",
     ERROR_LINE: "a line logged at ERROR",
+    UNFINISHED: "a Python traceback whose exception line is not in the log",
 }
 
 _TRACEBACK = "Traceback (most recent call last)"
@@ -65,8 +72,13 @@ _FP4_MODULES = (
     "compressed_tensors", "marlin", "trtllm", "tensorrt_llm", "cudnn", "moe", "deep_gemm",
     "kernels/linear", "layers/linear", "sgl_kernel",
 )  # fmt: skip
+# The lines the CUDA runtime's message adds after the error itself: no cause of their own.
 _NOISE = ("CUDA kernel errors might be asynchronously reported", "For debugging consider passing",
-          "Compile with `TORCH_USE_CUDA_DSA`")  # fmt: skip
+          "Compile with `TORCH_USE_CUDA_DSA`", "Search for `cuda", "Search for `CUDA")  # fmt: skip
+
+
+def is_noise(text: str) -> bool:
+    return any(n in text for n in _NOISE)
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class Failure:
     exception: str | None  # the exception's name, where the line raises one
     count: int = 1
     sources: set[str] = field(default_factory=set)
+    candidates: tuple[str, ...] = ()  # every signature the line matches, the file's order
 
     @property
     def quote(self) -> str:
@@ -104,6 +117,7 @@ class Failure:
 class _Traceback:
     frames: list[Frame] = field(default_factory=list)
     active: bool = False
+    first: Line | None = None  # where it began
 
 
 class Tracker:
@@ -118,14 +132,20 @@ class Tracker:
         text = line.text
         tb = self._tracebacks.setdefault(line.source, _Traceback())
         stripped = text.lstrip()
-        if stripped.startswith(_TRACEBACK):
+        if _TRACEBACK in text:  # also SGLang's "Scheduler hit an exception: Traceback (...)"
+            announced = not stripped.startswith(_TRACEBACK)
             tb.frames.clear()
-            tb.active = True
+            tb.active, tb.first = True, line
+            if announced:
+                return self._error_class(text, None), None, None
+            return None, None, None
+        if m := _FRAME.match(text):  # a frame, with or without its "Traceback" line
+            if not tb.active:
+                tb.frames.clear()
+                tb.active, tb.first = True, line
+            tb.frames.append(Frame(m["path"], int(m["line"]), m["fn"]))
             return None, None, None
         if tb.active:
-            if m := _FRAME.match(text):
-                tb.frames.append(Frame(m["path"], int(m["line"]), m["fn"]))
-                return None, None, None
             if text[:1].isspace() or not stripped or stripped.startswith(("^", "~", "...")):
                 return None, None, None  # the source line a frame quotes, or its markers
             if stripped.startswith(("During handling", "The above exception")):
@@ -134,7 +154,7 @@ class Tracker:
             tb.active = False
             if m is not None:
                 return self._error_class(text, EXCEPTION), m["name"], nearest_fp4(tb.frames)
-        if any(n in text for n in _NOISE):
+        if is_noise(text):
             return None, None, None
         name = None
         if text[:1].isalpha() or text[:1] == "_":
@@ -143,10 +163,19 @@ class Tracker:
                 name = m["name"]
         cls = self._error_class(text, EXCEPTION if name else None)
         if cls is None and line.level in ("ERROR", "CRITICAL"):
+            if text[:1].isspace():  # a traceback's source line logged at ERROR, its frame cut
+                tb.active, tb.first = True, line
+                return None, None, None
             cls = ERROR_LINE
         if cls is None:
             return None, None, None
         return cls, name, nearest_fp4(tb.frames) if (name or tb.active) else None
+
+    def unfinished(self) -> list[tuple[Line, Frame | None]]:
+        """The tracebacks still open at the end of the log (a paste cut before the exception
+        line): each its first line and the frame nearest an FP4 module."""
+        return [(tb.first, nearest_fp4(tb.frames)) for tb in self._tracebacks.values()
+                if tb.active and tb.first is not None]  # fmt: skip
 
     @staticmethod
     def _error_class(text: str, default: str | None) -> str | None:

@@ -12,6 +12,8 @@ Prefixes taken off, in any order and number, at the start of the line:
 - torch.distributed's ``[rank0]:``;
 - SGLang's ``[2026-01-01 00:00:00 TP0]``, ``[2026-01-01 00:00:00 DP0 TP1 EP1]``, ``[TP0]``,
   ``[2026-01-01 00:00:00]`` (sglang/srt/utils: the logger's ``[%(asctime)s%(prefix)s]``);
+- TensorRT-LLM's ``[03/10/2025-10:49:53]``;
+- Ray actors' ``(WorkerDict(rank=54 pod=x) pid=384, ip=10.0.0.1)``;
 - vLLM's logger header ``INFO 12-03 12:45:22 [file.py:85]`` (and the older ``file.py:85]``),
   whose level is kept: it tells a WARNING-level log from one that names no kernel.
 
@@ -32,6 +34,8 @@ _OUTER = re.compile(
     r"|\((?P<proc>[\w.:-]{1,64}(?: [\w.:-]{1,64}){0,4}) pid=(?P<pid>\d{1,10})"
     r"(?:, ip=[\w.:]{1,64})?\)\s?"
     r"|\[(?P<rank>rank\d{1,6})\]:\s?"
+    r"|\[(?:\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s?"  # TensorRT-LLM's [03/10/2025-10:49:53]
+    r"|\((?P<wd>WorkerDict\([^()]{1,300}\)) pid=\d{1,10}(?:, ip=[\w.:]{1,64})?\)\s?"  # Ray actors
     r"|\[(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)?\s?"
     r"(?P<par>(?:[A-Z]{2,4}\d{1,5}\s?){0,6})\]\s?"
     r")"
@@ -83,6 +87,8 @@ def parse(number: int, text: str) -> Line:
             source.append(m["par"].strip())
         elif m["pod"]:
             source.append(m["pod"])
+        elif m["wd"]:
+            source.append(m["wd"])
         pos = m.end()
     level = None
     m = _LEVEL.match(text, pos)

@@ -69,9 +69,9 @@ class Reading:
         cls, name, frame = self._tracker.classify(line)
         # Every line is tried (a message's second line, SGLang's assertion text): the guards
         # are literals, so this costs a substring test per signature.
-        known = signatures.matching(text, self.known)
-        if known:
-            cls = known[0].id
+        known = [] if fl.is_noise(text) else signatures.matching(text, self.known)
+        if known:  # named after its class of cause where one matches (advisories are judged later)
+            cls = next((s.id for s in known if s.advisory is None), known[0].id)
         if cls is None:
             return
         k = fl.key(cls, text) if not known else cls
@@ -85,7 +85,20 @@ class Reading:
         if len(self.causes) >= MAX_CAUSES:
             self.causes_dropped += 1
             return
-        self.causes[k] = fl.Failure(cls, line, frame, name, sources={line.rank})
+        self.causes[k] = fl.Failure(
+            cls, line, frame, name, sources={line.rank}, candidates=tuple(s.id for s in known)
+        )
+
+    def finish(self) -> None:
+        """At the end of the log: a traceback cut before its exception line is an error too."""
+        for first, frame in self._tracker.unfinished():
+            k = fl.key(fl.UNFINISHED, first.source)
+            if k in self.causes:
+                self.causes[k].count += 1
+                self.causes[k].sources.add(first.rank)
+            elif len(self.causes) < MAX_CAUSES:
+                self.causes[k] = fl.Failure(fl.UNFINISHED, first, frame, None, sources={first.rank})
+        self._tracker = fl.Tracker()
 
     @property
     def failures(self) -> list[fl.Failure]:
@@ -106,10 +119,12 @@ def read_text(text: str, known: tuple[signatures.Signature, ...] | None = None) 
     reading = Reading(signatures.shipped() if known is None else known)
     for number, raw in enumerate(text.split("\n"), start=1):
         reading.feed_raw(number, raw.encode("utf-8", "surrogatepass"))
+    reading.finish()
     return reading
 
 
 def read_lines(rows: Iterable[tuple[int, bytes]], reading: Reading) -> Reading:
     for number, raw in rows:
         reading.feed_raw(number, raw)
+    reading.finish()
     return reading

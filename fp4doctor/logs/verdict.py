@@ -140,7 +140,6 @@ def _kernels(reading: Reading, report: Report) -> list[Finding]:
 
 
 def _failure(f: failures.Failure, reading: Reading, report: Report | None) -> Finding:
-    sig = next((s for s in reading.known if s.id == f.cause), None)
     where = f"log line {f.first.number}"
     if f.count > 1:
         where += f" (and {f.count - 1} more"
@@ -150,7 +149,8 @@ def _failure(f: failures.Failure, reading: Reading, report: Report | None) -> Fi
     if f.frame is not None:
         said += f" at {f.frame}"
         details["frame"] = str(f.frame)
-    if sig is None:
+    found = diagnose(f, reading, report)
+    if found is None:
         title = failures.CLASS_TITLES.get(f.cause, f.cause)
         reason = f"{said}: {title}, no known cause in fp4doctor's knowledge matches it"
         return Finding(
@@ -158,33 +158,57 @@ def _failure(f: failures.Failure, reading: Reading, report: Report | None) -> Fi
             Status.FAIL,
             reason,
             fix="read the frame quoted and the lines before it; `fp4doctor check` for the host",
-            details=details | {"diagnosed": False},
+            details=details | {"diagnosed": None},
             kind=Kind.ENGINE,
         )
-    diagnosis, fix, advisory = _diagnosis(sig, reading, report)
+    sig, diagnosis, fix, others = found
     checks = f" (tell which: {'; '.join(sig.checks)})" if sig.checks else ""
+    also = "".join(f"; {o}" for o in others)
     return Finding(
         f"log.error.{sig.id}",
         Status.FAIL,
-        f"{said}: {diagnosis}{checks}",
+        f"{said}: {diagnosis}{checks}{also}",
         fix=fix,
         source=sig.source,
-        details=details | {"diagnosed": True},
+        details=details | {"diagnosed": sig.id},
         kind=Kind.ENGINE,
-        advisory=advisory,
+        advisory=sig.advisory,
     )
+
+
+def diagnose(
+    f: failures.Failure, reading: Reading, report: Report | None
+) -> tuple[Signature, str, str | None, list[str]] | None:
+    """The signature that explains `f` (None: no known cause), its diagnosis and fix, and notes
+    on the other known errors with the same text. An advisory explains it where its version
+    range and GPUs hold for the log's install; else a class of cause of the same text does,
+    with the advisories of other versions named; else the first advisory, said to be of
+    another version or not verifiable here."""
+    by_id = {s.id: s for s in reading.known}
+    sigs = [by_id[c] for c in f.candidates if c in by_id]
+    if not sigs:
+        return None
+    judged = [(s, *_diagnosis(s, reading, report)) for s in sigs]
+    holds = [j for j in judged if j[4] == "holds"]
+    classes = [j for j in judged if j[0].advisory is None]
+    chosen = (holds or classes or judged)[0]
+    others = [j[1] for j in judged if j is not chosen and j[0].advisory is not None]
+    return chosen[0], chosen[1], chosen[2], others
 
 
 def _diagnosis(
     sig: Signature, reading: Reading, report: Report | None
-) -> tuple[str, str | None, str | None]:
+) -> tuple[str, str | None, str | None, str]:
+    """(diagnosis, fix, advisory id, state): state 'holds', 'other', 'unknown' for an
+    advisory, 'class' for a class of cause."""
     if sig.advisory is None:
-        return sig.diagnosis or "", sig.fix, None
+        return sig.diagnosis or "", sig.fix, None, "class"
     from fp4doctor.profile import known_issues
 
     issue = next((i for i in known_issues() if i.id == sig.advisory), None)
     if issue is None:  # validated at test time; a user's edited file may still name none
-        return sig.diagnosis or f"the known error {sig.advisory}", sig.fix, sig.advisory
+        said = sig.diagnosis or f"the known error {sig.advisory}"
+        return said, sig.fix, sig.advisory, "unknown"
     fix = sig.fix or issue.advisory().fix
     text = sig.diagnosis or issue.reason
     scope = f"{issue.package} {issue.versions}" + (
@@ -199,11 +223,14 @@ def _diagnosis(
         said = (
             f"the text of the known error {issue.id} of another version or GPU ({scope}; here "
             f"{here}): the cause here may differ, or the log comes from another install "
-            f"(judge that one with --facts); {text}"
+            "(judge that one with --facts)"
         )
     else:
-        said = f"the known error {issue.id} ({scope}; here {here}): {text}"
-    return said, fix, issue.id
+        said = (
+            f"the text of the known error {issue.id} ({scope}; here {here}: pass --facts of "
+            f"the install that wrote the log to confirm it): {text}"
+        )
+    return said, fix, issue.id, state
 
 
 def _applies(issue: KnownIssue, reading: Reading, report: Report | None) -> tuple[str, str]:
