@@ -15,6 +15,7 @@ import pytest
 
 from fp4doctor import facts, profile
 from fp4doctor.findings import Status
+from fp4doctor.logs import signatures
 from fp4doctor.oracle import query, startup_log
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.oracle.fold import fold
@@ -311,8 +312,9 @@ def test_the_log_lines_of_each_release_name_the_kernels() -> None:
 )
 def test_known_errors_get_their_diagnosis(line: str, kind: str) -> None:
     _, errors = startup_log.read(f"INFO start\n{line}\n")
-    assert [e.kind for e in errors] == [kind]
-    assert errors[0].line == 2 and errors[0].fix
+    assert [e.cause for e in errors] == [kind]
+    assert errors[0].first.number == 2
+    assert next(s for s in signatures.shipped() if s.id == kind).fix
 
 
 def test_sglang_server_args_name_its_backends() -> None:

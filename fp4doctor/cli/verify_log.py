@@ -1,5 +1,5 @@
-"""`fp4doctor verify-log LOGFILE`: what an engine's start-up log says it ran, against the
-prediction for this host (or --facts), and the known errors in it (fp4doctor/oracle/startup_log)."""
+"""`fp4doctor verify-log LOGFILE`: what an engine's log says it ran, against the prediction for
+this host (or --facts), and the errors in it with their diagnosis (fp4doctor/logs)."""
 
 from __future__ import annotations
 
@@ -9,41 +9,77 @@ from typing import TYPE_CHECKING
 import click
 
 from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, write
+from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, note, write
 from fp4doctor.cli.options import ask, question_options
 from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:
-    from fp4doctor.doctor import Question
+    from fp4doctor.doctor import Question, Report
+    from fp4doctor.logs.verdict import Verdict
 
 
 @click.command("verify-log", cls=Command, epilog=EXIT_CODES_HELP)
-@click.argument("logfile", type=click.Path(dir_okay=False))
+@click.argument("logfile", type=click.Path(dir_okay=False, allow_dash=True))
 @question_options
 def verify_log(q: Question, logfile: str) -> None:
-    """Compare an engine's start-up log with fp4doctor's prediction for this host (or --facts).
+    """Read an engine's log (a file, or '-' for stdin): the NVFP4 kernels it says ran against
+    fp4doctor's prediction for this host (or --facts), and every error in it.
 
-    Reads the NVFP4 kernels the log says ran (vLLM's `Using X for NVFP4 GEMM` and MoE backend
-    lines, SGLang's server_args) and the known errors (`no kernel image`, a refused backend, a
-    libcudart loader error), each with its diagnosis and fix. Exit 0 when all agree, 1 when not.
+    Reads vLLM's `Using X for NVFP4 GEMM` and MoE backend lines and SGLang's server_args; every
+    Python exception, CUDA, launch or NCCL error and assertion, one per distinct cause with a
+    count, quoting the line and the traceback frame nearest an FP4 module; known errors
+    (profiles/signatures.yaml) with their diagnosis and fix. Docker and Kubernetes timestamps,
+    process and rank prefixes and ANSI codes are taken off. Exit 0 when the kernels agree and
+    there is no error, 1 when not, 3 when the log names no kernel and no error (empty, binary,
+    a WARNING-level log), 2 when it cannot be read.
     """
-    from dataclasses import replace
-
-    from fp4doctor import render
-    from fp4doctor.oracle import startup_log
+    from fp4doctor.logs import source
+    from fp4doctor.logs.reading import Reading, read_lines
+    from fp4doctor.logs.signatures import shipped
+    from fp4doctor.logs.verdict import judge
 
     try:
-        with open(logfile, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise UserError(f"{logfile}: cannot read the log: {exc.strerror or exc}") from None
-    report = ask(replace(q, smoke=False))
+        fd = source.open_log(logfile)
+    except source.LogUnreadable as exc:
+        raise UserError(str(exc)) from None
+    reading = Reading(shipped())
+    try:
+        read_lines(source.lines(fd, reading.tally), reading)
+    except source.LogUnreadable as exc:
+        raise UserError(f"{logfile}: {exc}") from None
+    finally:
+        if fd != 0:
+            import os
+
+            os.close(fd)
+    verdict = judge(reading, _prediction(q))
+    _show(verdict)
+    sys.exit(verdict.exit_code)
+
+
+def _prediction(q: Question) -> Report | None:
+    """fp4doctor's prediction for the host, None (with a note) where there is none: the errors
+    are judged all the same."""
+    from dataclasses import replace
+
+    try:
+        return ask(replace(q, smoke=False))
+    except UserError as exc:
+        note(f"no prediction to compare the kernels with ({exc.message}); the errors are judged")
+        return None
+
+
+def _show(verdict: Verdict) -> None:
+    from fp4doctor import render
+
     style = render.Style.for_stream(sys.stdout)
-    found = startup_log.judge(text, report)
     lines = []
-    for f in found:
+    for f in verdict.findings:
         lines.append(f"{style.mark(f.status)} {f.id}: {f.reason}")
         if f.fix and f.status.blocking:
             lines.append(f"    fix: {f.fix}")
+        if f.source and f.status.blocking:
+            lines.append(f"    source: {f.source}")
     write(clean("\n".join(lines) + "\n"))
-    sys.exit(1 if any(f.status.blocking for f in found) else 0)
+    for n in verdict.notes:
+        note(n)
