@@ -26,8 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fp4doctor import cli, facts, render, startup
-from fp4doctor.cli import console
+from fp4doctor import cli, console, facts, render, startup
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"

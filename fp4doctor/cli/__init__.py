@@ -15,8 +15,10 @@ PYTHONIOENCODING=ascii) what it cannot carry is written in ASCII (`terminal.fit`
 its control characters escaped (`terminal.clean`).
 
     app        the top-level group; each command's module loads when that command runs
-    console    stdout and stderr, the user errors and the exit codes
-    options    the options every question-asking command shares, and `env`/`config`'s settle
+    (fp4doctor/console.py: stdout and stderr, the user errors, the exit codes and the command
+    classes; fp4doctor/options.py: the options every question-asking command shares, and
+    `env`/`config`'s settle. Both live outside this package so that node and fleet share them
+    without importing the command line.)
     check, env, config, explain, diff, probe, profiles: one command (or group) each
     (node and fleet: fp4doctor/fleet/commands.py)
 

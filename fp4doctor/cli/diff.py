@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import UserError, user_errors, write
-from fp4doctor.cli.options import question_options
+from fp4doctor.console import Command, UserError, user_errors, write
+from fp4doctor.options import question_options
 from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:

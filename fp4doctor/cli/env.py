@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, note, user_errors, write
-from fp4doctor.cli.options import (
+from fp4doctor.console import EXIT_CODES_HELP, Command, UserError, note, user_errors, write
+from fp4doctor.options import (
     ENGINE_COMMAND_HELP,
     ask,
     engine_command,

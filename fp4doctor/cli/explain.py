@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import UserError, write
-from fp4doctor.cli.options import ask, question_options
+from fp4doctor.console import Command, UserError, write
+from fp4doctor.options import ask, question_options
 from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fp4doctor.cli.console import EXIT_NO_VERDICT, EXIT_NOT_READY, note, user_errors
+from fp4doctor.console import EXIT_NO_VERDICT, EXIT_NOT_READY, note, user_errors
 from fp4doctor.findings import Kind
 
 if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
