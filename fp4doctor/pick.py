@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from fp4doctor.checkpoint.constraints import PickStep, WeightOnly
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.checkpoint.parallel import RankGemm
-    from fp4doctor.profile.model import Requirement
+    from fp4doctor.profile.kinds.base import Requirement
     from fp4doctor.rules import Evaluation
 
 # A backend's blocking findings of one kind (the model's, or the host's).

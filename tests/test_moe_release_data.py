@@ -23,8 +23,9 @@ from packaging.version import Version
 
 from fp4doctor import facts, profile
 from fp4doctor.facts import Gpu, HostFacts
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Era, Knob, Requirement
+from fp4doctor.profile.model import Era, Knob
 from fp4doctor.rules import EngineVersion, Evaluation, era_for, evaluate
 from fp4doctor.rules.backends import conditions_hold
 from fp4doctor.versions import bounds, contains, release_of

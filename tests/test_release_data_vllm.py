@@ -29,9 +29,10 @@ from fp4doctor.checkpoint import constraints
 from fp4doctor.doctor import Outcome, Question, diagnose
 from fp4doctor.facts import Gpu, HostFacts
 from fp4doctor.profile.kinds.any_of import AnyOf
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Era, Knob, Requirement
+from fp4doctor.profile.model import Era, Knob
 from fp4doctor.rules import EngineVersion, Evaluation, era_for, evaluate
 from fp4doctor.rules.backends import conditions_hold
 from fp4doctor.versions import bounds, release_of

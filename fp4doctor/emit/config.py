@@ -25,17 +25,12 @@ from packaging.version import InvalidVersion, Version
 
 from fp4doctor.emit.exports import EmitError, Exports, check_value
 from fp4doctor.emit.knobs import Settings, exports_for
+from fp4doctor.emit.serve import SERVE, serve_command
 from fp4doctor.profile.model import Engine, Profile
 
 _LONG_OPTION = re.compile(r"--([A-Za-z0-9][A-Za-z0-9_-]*)")
 _KEY_SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# How each engine's server is started, for the usage lines (MODEL stands for the model).
-_SERVE = {
-    "vllm": "vllm serve MODEL",
-    "sglang": "python -m sglang.launch_server --model-path MODEL",
-    "trtllm": "trtllm-serve MODEL",
-}
 # The formats whose keys are the server's long options without the leading --.
 ARGS_YAML = ("vllm-yaml", "sglang-yaml")
 YAML_SUFFIXES = (".yaml", ".yml")  # both vLLM and SGLang refuse any other name
@@ -46,15 +41,10 @@ _TRTLLM_HEADER = (
 )
 
 
-def serve_command(target: str) -> str | None:
-    """The command line that starts `target`'s server, MODEL standing for the model."""
-    return _SERVE.get(target)
-
-
 def _args_header(fmt: str) -> str:
     engine = "vllm" if fmt == "vllm-yaml" else "sglang"
     return (
-        f"# Written by fp4doctor. Use: {_SERVE[engine]} --config FILE\n"
+        f"# Written by fp4doctor. Use: {SERVE[engine]} --config FILE\n"
         "# (keys are the server's options without the leading --)\n"
     )
 

@@ -62,7 +62,7 @@ def exports_for(
     with that shell's usage line (`vllm serve MODEL $FP4DOCTOR_VLLM_ARGS`).
     """
     from fp4doctor.emit import usage
-    from fp4doctor.emit.config import serve_command
+    from fp4doctor.emit.serve import serve_command
 
     notes: list[str] = []
     set_env = list(resolution.set_env)

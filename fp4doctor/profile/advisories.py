@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.profile import triggers
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.package import Package
-from fp4doctor.profile.model import SYMPTOMS, Advisory, Backend, Profile, Requirement
+from fp4doctor.profile.model import SYMPTOMS, Advisory, Backend, Profile
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 
 SCHEMA = 1

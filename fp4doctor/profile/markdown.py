@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.model import (
@@ -22,7 +23,6 @@ from fp4doctor.profile.model import (
     Era,
     Knob,
     Profile,
-    Requirement,
 )
 from fp4doctor.versions import spec_text
 

@@ -7,102 +7,13 @@ is the only place that knows the YAML spelling.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 
-from fp4doctor.facts import Gpu
-from fp4doctor.profile.kinds.base import Check, Context, Kind
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.triggers import Trigger
-from fp4doctor.versions import contains, spec_text
-
-_FIX_REF = re.compile(r"\{fix:([a-z_]+)\}")
-_VERSION_REF = re.compile(r"\{version:([A-Za-z0-9_.-]+)\}")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One condition on the host: a kind (`fp4doctor.profile.kinds`) and what every rule shares.
-
-    `when` limits it to versions of other packages (the engine's included: the version judged);
-    with `when_absent`, it also applies when a `when` package is not installed (what a fresh
-    install gets). `fix` may name `{version:DIST}`, filled in with DIST's installed version.
-    """
-
-    kind: Kind
-    id: str
-    when: tuple[tuple[str, SpecifierSet], ...] = ()
-    when_absent: bool = False
-    fix: str | None = None
-    source: str | None = None
-    reason: str | None = None  # a sentence that explains why the rule exists
-    line: int = 0
-
-    @property
-    def per_gpu(self) -> bool:
-        return self.kind.per_gpu
-
-    @property
-    def children(self) -> tuple[Requirement, ...]:
-        return self.kind.children()
-
-    def applies(self, ctx: Context) -> bool:
-        """Whether the `when` conditions hold for the versions judged.
-
-        A version that cannot be read counts as absent: the `when_absent` variant (what a fresh
-        install gets) applies, never none of them (which would drop the rule silently)."""
-        for dist, spec in self.when:
-            judged = ctx.judged_version(dist)
-            matched = None if judged is None else contains(spec, judged)
-            if matched is None:
-                if not self.when_absent:
-                    return False
-                continue
-            if not matched:
-                return False
-        return True
-
-    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
-        return self.kind.check(ctx, gpu)
-
-    def fix_for(self, ctx: Context) -> str | None:
-        """The profile's fix (with `{version:DIST}` filled in), or the kind's default; a fix
-        that is only the default of a nested kind says so with `{fix:KIND}` (`{fix:same_version}`
-        pins a release the package index has)."""
-        if self.fix:
-            fix = _FIX_REF.sub(lambda m: self._nested_fix(m.group(1), ctx), self.fix)
-            return _VERSION_REF.sub(lambda m: ctx.version(m.group(1)) or "<version>", fix)
-        return self.kind.default_fix(ctx)
-
-    def _nested_fix(self, key: str, ctx: Context) -> str:
-        for child in self.children:
-            if child.kind.key == key:
-                return child.kind.default_fix(ctx) or ""
-            nested = child._nested_fix(key, ctx)
-            if nested:
-                return nested
-        return ""
-
-    def when_text(self) -> str:
-        if not self.when:
-            return ""
-        text = " and ".join(f"{dist} {spec_text(spec)}" for dist, spec in self.when)
-        return f"when {text}" + (" or absent" if self.when_absent else "")
-
-    def inline(self) -> str:
-        """In plain words with its when-condition, for use inside a sentence."""
-        when = self.when_text()
-        return f"{self.kind.describe()} ({when})" if when else self.kind.describe()
-
-    def packages(self) -> set[str]:
-        """Every distribution this requirement (and what it nests) reads."""
-        names = set(self.kind.packages()) | {dist for dist, _ in self.when}
-        for child in self.children:
-            names |= child.packages()
-        return names
-
 
 # What a known problem does: a crash, a wrong output or a hang makes the backend unusable (once
 # its trigger is established), `slow` only warns. The first four are `findings.Symptom`s.

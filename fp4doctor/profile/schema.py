@@ -18,7 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from fp4doctor.profile import kinds
-from fp4doctor.profile.kinds.base import VAR_RE
+from fp4doctor.profile.kinds.base import VAR_RE, Requirement
 from fp4doctor.profile.knobs import KnobKind
 from fp4doctor.profile.model import (
     EFFECT_WARN,
@@ -35,7 +35,6 @@ from fp4doctor.profile.model import (
     Era,
     Knob,
     Profile,
-    Requirement,
     Variable,
 )
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required

@@ -11,10 +11,11 @@ from fp4doctor.facts import Gpu
 from fp4doctor.findings import Finding, Kind, Status, Symptom
 from fp4doctor.profile.kinds import Check, Context
 from fp4doctor.profile.kinds.all_of import AllOf
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Advisory, AutoStep, Backend, Era, Profile, Requirement
+from fp4doctor.profile.model import Advisory, AutoStep, Backend, Era, Profile
 from fp4doctor.profile.triggers import Settled
 from fp4doctor.versions import spec_text
 

@@ -40,7 +40,8 @@ from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
 from fp4doctor.profile.yamlnode import Node, optional
 
 if TYPE_CHECKING:
-    from fp4doctor.profile.model import Profile, Requirement
+    from fp4doctor.profile.kinds.base import Requirement
+    from fp4doctor.profile.model import Profile
 
 
 def _split(name: str) -> tuple[str, int, str] | None:
