@@ -18,6 +18,7 @@ from fp4doctor.profile.kinds.cudnn_backend import CudnnBackend
 from fp4doctor.profile.kinds.env import Env
 from fp4doctor.profile.kinds.ninja import Ninja
 from fp4doctor.profile.kinds.nvcc import Nvcc
+from fp4doctor.profile.kinds.nvcc_on_path import NvccOnPath
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.same_version import SameVersion
 from fp4doctor.profile.kinds.toolchain_arch import ToolchainArch
@@ -36,6 +37,7 @@ KINDS: dict[str, type[Kind]] = {
         CudaDriver,
         CudartLoader,
         Nvcc,
+        NvccOnPath,
         Ninja,
         SameVersion,
         Env,
