@@ -499,7 +499,10 @@ def _diagnose(
         )
         for f in families
     ]
-    asking = _ask_engine(question, statics, ckpt)  # in the background, during the live GEMMs
+    # In the background, during the live GEMMs; a snapshot (a facts file, or facts given) is
+    # another host's: its GPUs are stubbed, and its engine must be the one installed here.
+    snapshot = bool(question.facts_file) or given is not None
+    asking = _ask_engine(question, statics, ckpt, snapshot)
     results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
     answers = asking.answers() if asking is not None else None
     parts: list[FamilyPart] = []
@@ -565,7 +568,7 @@ def _counted(
 
 
 def _ask_engine(
-    question: Question, statics: list[Evaluation], ckpt: Checkpoint | None
+    question: Question, statics: list[Evaluation], ckpt: Checkpoint | None, snapshot: bool
 ) -> Asking | None:
     """The installed engine asked for its own picks (fp4doctor/oracle), per layer class of the
     model when one is given, or None (--no-engine, not installed, no GPU to ask for). Its
@@ -575,26 +578,30 @@ def _ask_engine(
         return None
     from fp4doctor.oracle import query
 
-    weight_only = every_weight_only = False
+    weight_only: set[str] = set()  # the families with weight-only (W4A16) layers
+    every_weight_only: set[str] = set()  # ... and those whose FP4 layers all are
     if ckpt is not None:
         from fp4doctor.checkpoint.layers import SCHEME_W4A16
-        from fp4doctor.profile.model import FAMILY_LINEAR
 
         gemms = ckpt.gemms(question.tp_size, question.ep_size)
-        schemes = [g.layer.scheme for g in gemms if g.layer.fp4 and g.layer.family == FAMILY_LINEAR]
-        weight_only = SCHEME_W4A16 in schemes
-        every_weight_only = bool(schemes) and set(schemes) == {SCHEME_W4A16}
+        for family in {g.layer.family for g in gemms if g.layer.fp4}:
+            schemes = {g.layer.scheme for g in gemms if g.layer.fp4 and g.layer.family == family}
+            if SCHEME_W4A16 in schemes:
+                weight_only.add(family)
+            if schemes == {SCHEME_W4A16}:
+                every_weight_only.add(family)
     try:
         driver_gpus = bool(os.listdir(DRIVER_GPUS))
     except OSError:
         driver_gpus = False
     return query.start(
         statics,
-        stub=bool(question.facts_file) or not driver_gpus,
+        stub=snapshot or not driver_gpus,
         weight_only=weight_only,
         every_weight_only=every_weight_only,
         model=ckpt.config if ckpt is not None else None,
         model_format=ckpt.quant.format if ckpt is not None else None,
+        facts=statics[0].facts if snapshot else None,
     )
 
 

@@ -130,6 +130,9 @@ class ToolchainFacts:
     nvcc_path: str | None = None
     nvcc_version: str | None = None  # "12.8"
     ninja_path: str | None = None
+    # The nvcc on PATH itself (`shutil.which`), which vLLM before 0.32 looks for whatever
+    # CUDA_HOME says; None when none is (or the snapshot predates it: probe/toolchain.py).
+    nvcc_on_path: str | None = field(default=None, metadata=OMIT_EMPTY)
     # The ptxas Triton assembles with (fp4doctor.probe.triton): below compute capability 10.0,
     # and from it; None when Triton is not installed.
     triton_ptxas_path: str | None = field(default=None, metadata=OMIT_EMPTY)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fp4doctor.findings import Finding
-from fp4doctor.profile.model import FAMILY_LINEAR
+from fp4doctor.profile.model import FAMILY_LINEAR, KNOB_CLI, AutoStep
 from fp4doctor.rules.backends import conditions_hold, requirement_findings
 
 if TYPE_CHECKING:
@@ -113,6 +113,62 @@ def family_pick(evaluation: Evaluation) -> Pick:
     when a model was folded in). Weight-only when every FP4 layer of the family is."""
     walk = _walk(evaluation, evaluation.weight_only)
     return walk.pick(lambda b: (), _problems(evaluation), None)
+
+
+def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
+    """What the engine runs the family on with the variables set here and the command-line
+    arguments `args` ('--flag=value' or '--flag', 'value'); None when it stops at start-up.
+
+    A CLI knob given decides (vLLM's --linear-backend wins over its variables): its value's
+    backends, the first named or, for a knob that `walk`s, the first in the engine's automatic
+    order that is supported here and not disabled (vLLM's `flashinfer_cutedsl` on SM12x W4A4
+    layers reaches the CuTe-DSL W4A16 kernel); a value that names no kernel of the family
+    (`no_kernel`) is dropped for the engine's own pick ("auto": vLLM's --linear-backend triton
+    from 0.28) or stops it ("raises"). Otherwise the variables as set decide
+    (`Evaluation.engine_as_set`). The era's modifiers then swap what runs."""
+    era, env = evaluation.era, evaluation.context.env
+    given = _flags(args)
+    for knob in era.knobs:
+        if knob.kind != KNOB_CLI or knob.name not in given:
+            continue
+        value = given[knob.name]
+        named = knob.backends_for(value)
+        if named:
+            picked = _walk_named(evaluation, named) if knob.walk else named[0]
+            return era.replaced(picked, env)[0]
+        if knob.names_no_kernel(value) and knob.no_kernel_then == "raises":
+            return None
+    return evaluation.engine_as_set
+
+
+def _flags(args: Sequence[str]) -> dict[str, str]:
+    """--flag -> value, from '--flag=value' or '--flag value' (the last given wins)."""
+    out: dict[str, str] = {}
+    items = list(args)
+    for i, item in enumerate(items):
+        if not item.startswith("--"):
+            continue
+        name, sep, value = item.partition("=")
+        if sep:
+            out[name] = value
+        elif i + 1 < len(items) and not items[i + 1].startswith("--"):
+            out[name] = items[i + 1]
+    return out
+
+
+def _walk_named(evaluation: Evaluation, named: Sequence[str]) -> str:
+    """The first of `named`, in the engine's automatic order (then the knob's), whose
+    conditions hold here and that no modifier disables; the first named when none does (the
+    engine takes it, and it fails)."""
+    disabled = evaluation.era.disabled(evaluation.context.env)
+    steps = [a for a in evaluation.era.auto if a.backend in named]
+    steps += [AutoStep(b) for b in named if all(a.backend != b for a in steps)]
+    for step in steps:
+        if step.backend in disabled or step.backend not in evaluation.verdicts:
+            continue
+        if conditions_hold(step.conditions, evaluation.context):
+            return step.backend
+    return named[0]
 
 
 def layer_picks(evaluation: Evaluation, model: ModelVerdict) -> tuple[tuple[RankGemm, Pick], ...]:
@@ -204,11 +260,15 @@ def _walk(evaluation: Evaluation, weight_only: bool) -> _Walk:
         return _weight_only(evaluation, entry)
     label = evaluation.engine_label
     ctx = evaluation.context
+    disabled = evaluation.era.disabled(ctx.env)
     steps: list[_Step] = []
     order: list[str] = []
     for auto in evaluation.era.auto:
         b = auto.backend
         if b not in evaluation.verdicts:
+            continue
+        if b in disabled:
+            steps.append(_Step(b, Candidate(b, Status.SKIPPED, _disabled(disabled[b]))))
             continue
         skip = evaluation.skips.get(b)
         if not conditions_hold(auto.conditions, ctx) or skip is not None:
@@ -242,6 +302,9 @@ def _weight_only(evaluation: Evaluation, entry: WeightOnly) -> _Walk:
     """The release's weight-only branch of the linear family (shapes.yaml `weight_only`)."""
     profile, label = evaluation.profile, evaluation.engine_label
     ccs = {g.cc for g in evaluation.facts.gpus}
+    # (VLLM_DISABLED_KERNELS is not read here: vLLM forces the weight-only kernel, which it
+    # does not check against the list, except on SM90 from 0.32, where the registry walk that
+    # prefers Humming reads it: not modelled.)
     steps: list[_Step] = []
     order: list[str] = []
     for step in _steps(entry):
@@ -274,6 +337,11 @@ def _steps(entry: WeightOnly) -> tuple[PickStep, ...]:
     from fp4doctor.checkpoint.constraints import PickStep
 
     return tuple(PickStep(b) for b in entry.backends)
+
+
+def _disabled(listed: tuple[str, str]) -> str:
+    variable, name = listed
+    return f"{variable} lists {name}: disabled"
 
 
 def _unmet(

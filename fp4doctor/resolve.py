@@ -470,7 +470,13 @@ def _knobs(
         for k in era.env_knobs()
         if not k.select and k.name in unset
     ]
-    unset += [v for v in era.conflicts if v not in unset and v not in keep]
+    # The variables that steer the choice beside the knobs (the era's modifiers, among what it
+    # reads: VLLM_DISABLED_KERNELS, SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16) are written only where
+    # the chosen knob needs them, and unset otherwise: one left from an earlier `env` would turn
+    # this choice into another kernel.
+    modifiers = sorted(era.modifier_variables() - keep)
+    notes += [f"unsets {v}: it changes which kernel {label} runs" for v in modifiers if v in env]
+    unset += [v for v in (*modifiers, *era.conflicts) if v not in unset and v not in keep]
     return Resolution(
         chosen=chosen,
         knob=knob,

@@ -189,13 +189,13 @@ def test_sglang_is_asked_for_the_model_given_and_not_for_weight_only_layers(
     host = facts.load(HOSTS / "b200.json")
     ev = evaluate(profile.load("sglang"), host, override_version="0.5.23", family="linear")
     config = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}
-    asking = query.start([ev], stub=True, weight_only=True, model=config)
+    asking = query.start([ev], stub=True, weight_only={"linear"}, model=config)
     assert asking is not None and asking.engine == "sglang"
     asking._thread.join()
     assert started == [asking] and asking.model == config
     assert asking.cases and not any(c.a16 for c in asking.cases)
     vllm_ev = judged("b200-vllm-0.33", "0.33.0", "linear")
-    vllm_asking = query.start([vllm_ev], stub=True, weight_only=True)
+    vllm_asking = query.start([vllm_ev], stub=True, weight_only={"linear"})
     assert vllm_asking is not None and any(c.a16 for c in vllm_asking.cases)
     vllm_asking._thread.join()
 

@@ -21,18 +21,20 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import cache
 from fp4doctor.checkpoint.quant import CT_NVFP4A16
+from fp4doctor.oracle import sameness
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
-from fp4doctor.profile.model import FAMILY_LINEAR
+from fp4doctor.profile.model import FAMILY_LINEAR, FAMILY_MOE
 from fp4doctor.resolve import ResolveError, resolve
 
 if TYPE_CHECKING:
+    from fp4doctor.facts import HostFacts
     from fp4doctor.rules import Evaluation
     from fp4doctor.smoke.runner import _Worker
 
@@ -44,10 +46,21 @@ TIMEOUT_S = 600.0
 10-150 s on the 2-core CPU host (vLLM 0.34.0's kernel registry pulls in torch._dynamo and
 transformers; SGLang's resolution about 10 s), well under a second per case after that."""
 ENGINES = {"vllm": "vllm", "sglang": "sglang"}  # target -> the worker's --engine
-WEIGHT_ONLY: dict[str, tuple[str, ...] | None] = {"vllm": None, "sglang": (CT_NVFP4A16,)}
-"""The checkpoint formats whose weight-only (W4A16) linear selection each engine's adapters ask
-(None: every one). SGLang chooses only for compressed-tensors W4A16 layers (0.5.22+); its
-ModelOpt W4A16 method is Marlin whatever is set (profiles/shapes.yaml `weight_only`)."""
+WEIGHT_ONLY: dict[tuple[str, str], tuple[str, ...] | None] = {
+    ("vllm", FAMILY_LINEAR): None,
+    ("vllm", FAMILY_MOE): None,
+    ("sglang", FAMILY_LINEAR): (CT_NVFP4A16,),
+    ("sglang", FAMILY_MOE): (CT_NVFP4A16,),
+}
+"""Per engine and family, the checkpoint formats whose weight-only (W4A16) layer class the
+engine's adapters ask as such (None: every one). vLLM: `init_nvfp4_linear_kernel(use_a16=True)`
+for the linear layers, and for the experts `select_nvfp4_moe_backend(config, kNvfp4Static,
+None)`, which ModelOpt W4A16_NVFP4 and compressed-tensors NVFP4A16 experts both call (the
+`activation_key=None if use_a16` of modelopt.py and compressed_tensors_moe_w4a4_nvfp4.py,
+wheels 0.18.0-0.34.0). SGLang chooses only for compressed-tensors W4A16 layers: its linear
+scheme follows --fp4-gemm-backend (0.5.22+), its MoE scheme (`CompressedTensorsW4A16Nvfp4MoE`,
+0.5.23) runs Marlin; its ModelOpt W4A16 linear method is Marlin whatever is set
+(profiles/shapes.yaml `weight_only`)."""
 
 
 def engine_python(env: Mapping[str, str] | None = None) -> str:
@@ -73,8 +86,8 @@ def cases_for(
     """What to ask for one family: for each compute capability of the GPUs judged, the knobs
     as set, and for each backend the rules would let `fp4doctor env --prefer` choose, the
     knobs it would write (its variables set and unset, its arguments). `weight_only`: also
-    the knobs as set for the model's weight-only (W4A16) linear layer class;
-    `every_weight_only`: every FP4 linear layer is weight-only, so every case asks the
+    the knobs as set for the model's weight-only (W4A16) layer class of the family;
+    `every_weight_only`: every FP4 layer of the family is weight-only, so every case asks the
     engine's weight-only selection (it is all that runs)."""
     family, era = evaluation.family, evaluation.era
     env = evaluation.context.env
@@ -97,12 +110,12 @@ def cases_for(
         args = tuple(f"{k}={v}" for k, v in r.cli_args)
         knob_sets[r.chosen] = (tuple(sorted(keep.items())), unset, args)
     ccs = sorted({(g.cc_major, g.cc_minor) for g in evaluation.facts.gpus})
-    every = every_weight_only and family == FAMILY_LINEAR
+    every = every_weight_only
     out: list[Case] = []
     for cc in ccs:
         out.append(Case(AS_SET, family, cc, as_set, not_set, a16=every))
         out += [Case(b, family, cc, s, u, a, a16=every) for b, (s, u, a) in knob_sets.items()]
-        if weight_only and not every and family == FAMILY_LINEAR:
+        if weight_only and not every:
             out.append(Case(AS_SET, family, cc, as_set, not_set, a16=True))
     return out
 
@@ -111,27 +124,32 @@ def start(
     evaluations: Sequence[Evaluation],
     *,
     stub: bool,
-    weight_only: bool = False,
-    every_weight_only: bool = False,
+    weight_only: Collection[str] = (),
+    every_weight_only: Collection[str] = (),
     model: Mapping[str, object] | None = None,
     model_format: str | None = None,
+    facts: HostFacts | None = None,
 ) -> Asking | None:
     """Ask the engine the evaluations judge, in the background, when it can be asked here: it
     is installed, fp4doctor has an adapter for it, and there are GPUs (this host's, or a facts
     file's) to ask for. `stub`: answer the engine's capability query with each case's compute
     capability (a host without GPUs, or a facts file: another host's GPUs). `weight_only`:
-    the model has weight-only (W4A16) linear layers, asked as such too where the engine
-    chooses for its format (`model_format`, WEIGHT_ONLY); `every_weight_only`: they are all
-    its FP4 linear layers (cases_for). `model`: its config.json, for an engine whose
-    resolution reads the model (SGLang's per-model overrides)."""
+    the families in which the model has weight-only (W4A16) layers, asked as such too where
+    the engine chooses for its format (`model_format`, WEIGHT_ONLY); `every_weight_only`: the
+    families whose FP4 layers are all weight-only (cases_for). `model`: its config.json, for an
+    engine whose resolution reads the model (SGLang's per-model overrides). `facts`: the facts
+    file judged; the engine is asked only when it is the facts' engine (oracle/sameness.py)."""
     first = evaluations[0]
     prof = first.profile
     engine = ENGINES.get(prof.target)
     if engine is None or not first.facts.gpus or not installed(prof.engine.package):
         return None
-    formats = WEIGHT_ONLY.get(engine, ())
-    a16 = weight_only and (formats is None or model_format in formats)
-    cases = [c for e in evaluations for c in cases_for(e, a16, a16 and every_weight_only)]
+    cases: list[Case] = []
+    for e in evaluations:
+        formats = WEIGHT_ONLY.get((engine, e.family), ())
+        a16 = e.family in weight_only and (formats is None or model_format in formats)
+        cases += cases_for(e, a16, a16 and e.family in every_weight_only)
+    packages = sorted(prof.packages())
     return Asking(
         engine,
         prof.title,
@@ -139,9 +157,10 @@ def start(
         cases,
         stub=stub,
         package=prof.engine.package,
-        packages=sorted(prof.packages()),
+        packages=packages,
         env=None,
         model=model,
+        expect=sameness.expected(facts, packages) if facts is not None else None,
     )
 
 
@@ -161,8 +180,12 @@ class Asking:
         env: Mapping[str, str] | None = None,
         model: Mapping[str, object] | None = None,
         timeout_s: float = TIMEOUT_S,
+        expect: sameness.Expected | None = None,
     ) -> None:
+        """`expect`: what a facts snapshot holds (another host's); the worker asks only when
+        this install is its engine, and hides from it what the facts lack."""
         self.engine, self.title, self.judged = engine, title, judged
+        self.expect = expect
         self.model = dict(model) if model is not None else None
         self.package = package
         self.packages = tuple(packages)
@@ -210,10 +233,12 @@ class Asking:
         # downloads off); on a host with GPUs the engine sees the first one, as it would.
         visible = self.env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] if not self.stub else ""
         worker = _Worker(cmd, worker_env(self.env, visible, False), job_on_stdin=True)
-        job = json.dumps({"cases": [c.to_dict() for c in self.cases], "model": self.model}) + "\n"
+        job: dict[str, object] = {"cases": [c.to_dict() for c in self.cases], "model": self.model}
+        if self.expect is not None:
+            job["facts"] = self.expect.to_dict()
         try:  # read by the worker as it starts
             assert worker.proc.stdin is not None
-            worker.proc.stdin.write(job.encode())
+            worker.proc.stdin.write((json.dumps(job) + "\n").encode())
             worker.proc.stdin.close()
         except (OSError, ValueError):
             pass  # it died while starting: _follow says how

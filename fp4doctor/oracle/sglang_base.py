@@ -198,15 +198,22 @@ class Session:
         return _named(case, f"{name} mm_bf16_fp4")
 
     def _moe(self, case: Case) -> Answer:
-        """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16)."""
+        """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16), or,
+        for weight-only experts, the compressed-tensors W4A16 scheme's
+        (`CompressedTensorsW4A16Nvfp4MoE.create_moe_runner`, 0.5.23)."""
         from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
 
-        quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
-        method = self.modelopt.ModelOptNvFp4FusedMoEMethod(quant)
         config = MoeRunnerConfig(num_experts=8, num_local_experts=8, hidden_size=4096,
                                  intermediate_size_per_partition=2048, top_k=2,
                                  params_dtype=self.torch.bfloat16)  # fmt: skip
         layer = self.torch.nn.Module()
+        if case.a16:
+            scheme = _weight_only_moe_scheme()
+            scheme.create_moe_runner(layer, config)
+            name = str(scheme.runner.runner_backend.value)
+            return _named(case, name)
+        quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
+        method = self.modelopt.ModelOptNvFp4FusedMoEMethod(quant)
         method.create_moe_runner(layer, config)
         name = str(method._moe_runner_backend.value)  # what create_moe_runner resolved
         return _named(case, name)
@@ -214,3 +221,18 @@ class Session:
 
 def _named(case: Case, engine_name: str) -> Answer:
     return Answer(case.key, engine_name=engine_name, backend=backend_of(case, engine_name))
+
+
+def _weight_only_moe_scheme() -> Any:
+    """SGLang's compressed-tensors W4A16 NVFP4 experts scheme (schemes/
+    compressed_tensors_w4a16_nvfp4_moe.py); NotAsked in a release without one."""
+    import importlib
+
+    try:
+        module = importlib.import_module(
+            "sglang.srt.layers.quantization.compressed_tensors.schemes."
+            "compressed_tensors_w4a16_nvfp4_moe"
+        )
+    except ImportError:
+        raise engine_side.NotAsked("no compressed-tensors W4A16 NVFP4 experts here") from None
+    return module.CompressedTensorsW4A16Nvfp4MoE()

@@ -95,6 +95,20 @@ def _prepare(
     return version, module.rsplit(".", 1)[1], session
 
 
+def _same_engine(facts: dict[str, object]) -> str | None:
+    """None when this install is the facts' engine (what this install has and the facts lack
+    is then hidden from it: oracle/sameness.py), else why it is not asked."""
+    import os
+
+    from fp4doctor.oracle import sameness
+
+    differs, hiding = sameness.compare(sameness.Expected.from_dict(facts), os.environ)
+    if differs:
+        return f"the installed engine is not the facts' engine (differs: {'; '.join(differs)})"
+    sameness.apply(hiding, os.environ)
+    return None
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:400]}"
@@ -157,6 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     line = sys.stdin.readline()  # written by the parent as it starts the worker
     job = json.loads(line) if line else {}
     model = job.get("model")
+    facts = job.get("facts")
+    if isinstance(facts, dict):  # another host's snapshot: asked only when it is its engine
+        differs = _same_engine(facts)
+        if differs:
+            proto.send("unasked", reason=differs)
+            proto.send("done")
+            return 0
     prepared = _prepare(args.engine, args.stub, model if isinstance(model, dict) else None)
     if isinstance(prepared, str):
         proto.send("unasked", reason=prepared)

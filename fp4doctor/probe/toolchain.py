@@ -75,6 +75,7 @@ def probe_toolchain(
         nvcc_path=nvcc_path,
         nvcc_version=nvcc_version,
         ninja_path=ninja_path,
+        nvcc_on_path=shutil.which("nvcc", path=search_path),
         errors=errors,
     )
 

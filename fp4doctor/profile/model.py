@@ -7,6 +7,7 @@ is the only place that knows the YAML spelling.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
@@ -109,6 +110,15 @@ class Knob:
     # modelopt_fp4` given.
     with_args: tuple[tuple[str, str, str], ...] = ()
     scalar: bool = False  # a config key that takes one value (moe_config.backend), not a list
+    # Values the engine accepts that name no kernel of this family (vLLM's --linear-backend
+    # triton for an NVFP4 layer), and what it does with them: "auto" (its automatic pick, the
+    # flag silently dropped) or "raises" (it stops at start-up).
+    no_kernel: tuple[str, ...] = ()
+    no_kernel_then: str | None = None
+    # A value naming several backends: the engine takes the first, in its automatic order, that
+    # is supported here (vLLM filters its kernel registry by --linear-backend and walks what is
+    # left), rather than the first named.
+    walk: bool = False
 
     def env_for(self, backend: str) -> tuple[tuple[str, str], ...]:
         """The variables written with this knob when it selects `backend`."""
@@ -117,6 +127,21 @@ class Knob:
     def args_for(self, backend: str) -> tuple[tuple[str, str], ...]:
         """The flags written with this knob when it selects `backend`."""
         return tuple((f, v) for b, f, v in self.with_args if b == backend)
+
+    def backends_for(self, value: str) -> list[str]:
+        """Every backend a set value names, in the knob's order (vLLM's `--linear-backend
+        flashinfer_cutedsl` names the W4A4 and the W4A16 CuTe-DSL kernels)."""
+        return [
+            b
+            for b, spellings in self.values.items()
+            if any(value == s or (not self.case_sensitive and value.lower() == s.lower())
+                   for s in spellings)
+        ]  # fmt: skip
+
+    def names_no_kernel(self, value: str) -> bool:
+        """Whether `value` is one the engine accepts with no kernel of this family."""
+        return any(value.lower() == v.lower() if not self.case_sensitive else value == v
+                   for v in self.no_kernel)  # fmt: skip
 
     def backend_for(self, value: str) -> str | None:
         """Which backend a set value selects (None for an unknown value)."""
@@ -143,6 +168,36 @@ class AutoStep:
 
 
 @dataclass(frozen=True)
+class Modifier:
+    """A variable the engine's selection reads beside its knobs, which changes what it runs
+    without selecting a backend itself (profiles: an era's `modifiers`):
+    - `disables`: a comma-separated list of the engine's kernel names; a backend whose name is
+      listed is passed over in the engine's walk (vLLM's VLLM_DISABLED_KERNELS);
+    - `replaces`: when set to one of `values` (case-insensitive), the backend the engine would
+      run is swapped for another (SGLang's SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 runs the
+      flashinfer_cutedsl FP4 GEMM weight-only).
+    fp4doctor writes one only where a knob's `with_env` needs it; `env` unsets it otherwise."""
+
+    env: str
+    disables: dict[str, str] = field(default_factory=dict)  # backend -> the engine's name
+    values: tuple[str, ...] = ()  # the spellings that turn a `replaces` modifier on
+    replaces: dict[str, str] = field(default_factory=dict)  # backend -> what runs instead
+    source: str | None = None
+
+    def disabled(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The backends `env` disables (backend -> the name listed)."""
+        listed = {n.strip() for n in env.get(self.env, "").split(",") if n.strip()}
+        return {b: n for b, n in self.disables.items() if n in listed}
+
+    def replacing(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What `env` swaps (backend -> backend), when it turns this modifier on."""
+        value = env.get(self.env)
+        if value is None or value.lower() not in {v.lower() for v in self.values}:
+            return {}
+        return dict(self.replaces)
+
+
+@dataclass(frozen=True)
 class Era:
     """A range of engine versions that share knobs and automatic order."""
 
@@ -151,6 +206,7 @@ class Era:
     auto: tuple[AutoStep, ...]
     conflicts: tuple[str, ...] = ()  # variables to unset whatever is chosen
     reads: tuple[str, ...] = ()  # other FP4 variables this era reads (for the lint)
+    modifiers: tuple[Modifier, ...] = ()  # variables that change the walk or what runs
     note: str | None = None
     source: str | None = None
     line: int = 0
@@ -175,7 +231,25 @@ class Era:
         return [k for k in self.knobs if k.kind == KNOB_ENV]
 
     def read_variables(self) -> set[str]:
-        return {k.name for k in self.env_knobs()} | set(self.reads)
+        return {k.name for k in self.env_knobs()} | set(self.reads) | self.modifier_variables()
+
+    def modifier_variables(self) -> set[str]:
+        """The variables of the era's modifiers: they steer the choice, so `env` writes them
+        only where a knob needs them and unsets them otherwise."""
+        return {m.env for m in self.modifiers}
+
+    def disabled(self, env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+        """backend -> (variable, the name it lists) for each backend `env` disables."""
+        return {b: (m.env, n) for m in self.modifiers for b, n in m.disabled(env).items()}
+
+    def replaced(self, backend: str | None, env: Mapping[str, str]) -> tuple[str | None, str]:
+        """What runs instead of `backend` under `env`'s modifiers, and the variable that swaps
+        it ('' when none does)."""
+        for m in self.modifiers:
+            instead = m.replacing(env).get(backend or "")
+            if instead is not None:
+                return instead, m.env
+        return backend, ""
 
 
 FAMILIES_EVERY = "every"

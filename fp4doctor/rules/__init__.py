@@ -123,8 +123,10 @@ class Evaluation:
     @property
     def engine_as_set(self) -> str | None:
         """What the engine runs this family on with the variables set here: the backend they
-        select, else its own pick."""
-        return self.env_selection.backend if self.env_selection else self.engine_auto
+        select, else its own pick; swapped where a modifier set says (the era's `modifiers`:
+        SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 runs flashinfer_cutedsl weight-only)."""
+        picked = self.env_selection.backend if self.env_selection else self.engine_auto
+        return self.era.replaced(picked, self.context.env)[0]
 
     def valid(self, backend: str) -> bool:
         verdict = self.verdicts.get(backend)

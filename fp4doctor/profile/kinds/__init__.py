@@ -19,6 +19,7 @@ from fp4doctor.profile.kinds.engine_arg import EngineArg
 from fp4doctor.profile.kinds.env import Env
 from fp4doctor.profile.kinds.ninja import Ninja
 from fp4doctor.profile.kinds.nvcc import Nvcc
+from fp4doctor.profile.kinds.nvcc_on_path import NvccOnPath
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.same_version import SameVersion
 from fp4doctor.profile.kinds.toolchain_arch import ToolchainArch
@@ -37,6 +38,7 @@ KINDS: dict[str, type[Kind]] = {
         CudaDriver,
         CudartLoader,
         Nvcc,
+        NvccOnPath,
         Ninja,
         SameVersion,
         Env,
