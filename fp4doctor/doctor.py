@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
-from fp4doctor.deployment import Deployment
+from fp4doctor.deployment import DeployedGemm, Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
 from fp4doctor.profile.model import FAMILIES, FAMILIES_EVERY, FAMILY_TITLES, Profile
@@ -104,6 +104,15 @@ class Question:
     def deployment(self, ckpt: Checkpoint | None) -> Deployment:
         """What the question (and the model, when given) says the deployment runs."""
         experts = ckpt.experts() if ckpt is not None else None
+        gemms = (
+            tuple(
+                DeployedGemm(g.layer.family, g.layer.scheme, g.n, g.k)
+                for g in ckpt.gemms(self.tp_size, self.ep_size)
+                if g.layer.fp4 and g.problem is None
+            )
+            if ckpt is not None
+            else None
+        )
         return Deployment(
             tp=self.tp,
             ep=self.ep,
@@ -112,6 +121,7 @@ class Question:
             cuda_graphs=self.cuda_graphs,
             architectures=ckpt.architectures() if ckpt is not None else None,
             experts=experts,
+            gemms=gemms,
         )
 
 
@@ -337,16 +347,19 @@ def _prestart(question: Question) -> Prestarted | None:
 def _deployment(
     question: Question, ckpt: Checkpoint | None, prof: Profile, host: HostFacts
 ) -> Deployment:
-    """What the deployment runs; with the autotune off where `skip_autotune` writes the knob."""
-    deployment = question.deployment(ckpt)
-    if not question.skip_autotune or deployment.autotune is not None:
-        return deployment
+    """What the deployment runs; with the autotune off where `skip_autotune` writes the knob, and
+    whether the release reads back a persistent autotune file (profiles/coldstart.yaml)."""
     from fp4doctor.coldstart import rules
 
+    deployment = question.deployment(ckpt)
     engine = engine_version(prof, host, question.engine_version)
     rule = rules.load().autotune_for(prof.target, engine.version)
-    if rule is not None and rule.tunes and rule.disable_arg:
-        return replace(deployment, autotune=False)
+    skips = rule is not None and rule.tunes and rule.disable_arg is not None
+    if question.skip_autotune and deployment.autotune is None and skips:
+        deployment = replace(deployment, autotune=False)
+    if rule is not None and deployment.autotune_cache is None:
+        world = deployment.tp * (deployment.dp or 1) if deployment.tp is not None else None
+        deployment = replace(deployment, autotune_cache=rule.keeps_file(deployment.autotune, world))
     return deployment
 
 
