@@ -240,7 +240,8 @@ def test_b12x_quant_numerics_needs_w4a4_experts_and_warns_on_the_data() -> None:
     issue = known("flashinfer-b12x-moe-fp4-quant-numerics")
     assert issue.trigger.judge(W4A16_MOE, "moe")[0] is OUT  # no activation quantizer runs
     settled, known_text = issue.trigger.judge(W4A4_MOE, "moe")
-    assert settled is UNKNOWN and "depends on the data/load" in known_text
+    assert settled is UNKNOWN and "data/load" in known_text
+    assert "depends on the data/load: tiny" in issue.trigger.describe()
 
 
 def test_cudnn_override_shape_nan_needs_the_autotuner() -> None:

@@ -383,7 +383,7 @@ class Data(Condition):
         return cls(node.text())
 
     def judge(self, deployment: Deployment, family: str | None = None) -> Judged:
-        return Judged(Settled.UNKNOWN, f"depends on the data/load: {self.what}")
+        return Judged(Settled.UNKNOWN, "no input settles the data/load")
 
     def describe(self) -> str:
         return f"depends on the data/load: {self.what}"
@@ -444,7 +444,11 @@ class Trigger:
     conditions: tuple[Condition, ...] = ()
 
     def describe(self) -> str:
-        return " and ".join(c.describe() for c in self.conditions)
+        """The conditions in words; a condition on the data or the load comes last, as a clause
+        of its own ("W4A4 layers; depends on the data/load: tiny block scales")."""
+        plain = " and ".join(c.describe() for c in self.conditions if not isinstance(c, Data))
+        data = [c.describe() for c in self.conditions if isinstance(c, Data)]
+        return "; ".join(p for p in (plain, *data) if p)
 
     @property
     def unconditional(self) -> bool:

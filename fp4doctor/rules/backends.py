@@ -228,8 +228,9 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
             fix = None
             reason = f"known bug {advisory.id} does not strike here ({known}): it needs {when}"
         elif settled is Settled.UNKNOWN:
+            under = f"; it {when}" if when and when.startswith("depends on") else f" with {when}"
             reason = (
-                f"possible {what} with {when}, not established here ({known}); "
+                f"possible {what}{under}, not established here ({known}); "
                 f"`fp4doctor advisories` describes {advisory.id}"
             )
             fix = "; ".join(
