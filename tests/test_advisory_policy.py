@@ -22,6 +22,7 @@ from fp4doctor.profile.yamlnode import ProfileError
 from fp4doctor.rules.severity import severity
 
 CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoints"
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 HOLDS, OUT, UNKNOWN = Settled.HOLDS, Settled.RULED_OUT, Settled.UNKNOWN
 
 
@@ -265,3 +266,34 @@ def test_vllm_sm12x_cutlass_illegal_instruction_is_graph_capture_and_never_block
     assert issue.evidence == "commit-message"
     judged = severity(in_range=True, effect=issue.effect, evidence=issue.evidence, settled=HOLDS)
     assert judged is not None and judged.status is Status.WARN
+
+
+def test_the_doctor_settles_the_autotune_file_cache_from_the_release() -> None:
+    from fp4doctor import facts
+    from fp4doctor.doctor import _deployment
+
+    host = facts.load(str(HOSTS / "b200-vllm-0.33.json"))  # vLLM 0.33: per-rank files
+    prof = profile.load("vllm")
+
+    def cache(**question: object) -> bool | None:
+        return _deployment(Question(**question), None, prof, host).autotune_cache
+
+    assert cache(autotune=True, tp=2) is True
+    assert cache(autotune=False, tp=2) is False
+    assert cache() is None  # the autotuner not settled here: neither is its file
+    assert cache(autotune=True, tp=2, engine_version="0.22.0") is False  # tunes in memory
+
+
+def test_check_with_a_w4a16_model_clears_the_w4a4_quantizer_bug() -> None:
+    """End to end: `--model` fills the per-rank GEMMs, and the b12x activation quantizer's bug
+    passes for weight-only experts and warns (never blocks) for W4A4 ones."""
+    from fp4doctor.doctor import diagnose
+
+    def statuses(model: str) -> set[str]:
+        q = Question(facts_file=str(HOSTS / "rtx5090.json"), model=str(CHECKPOINTS / model))
+        found = [f for p in diagnose(q).families for f in p.findings()]
+        ident = "flashinfer-b12x-moe-fp4-quant-numerics"
+        return {f.status.value for f in found if f.advisory == ident}
+
+    assert statuses("qwen3-30b-a3b-nvfp4a16") == {"pass"}
+    assert statuses("qwen3-30b-a3b-fp4") == {"warn"}
