@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
-from fp4doctor.deployment import Deployment
+from fp4doctor.deployment import DeployedGemm, Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
 from fp4doctor.profile.model import (
@@ -373,7 +373,19 @@ def _deployment(
         stated=stated,
         architectures=ckpt.architectures() if ckpt is not None else None,
         experts=ckpt.experts() if ckpt is not None else None,
+        gemms=_deployed_gemms(question, ckpt),
         skip_autotune=question.skip_autotune,
+    )
+
+
+def _deployed_gemms(question: Question, ckpt: Checkpoint | None) -> tuple[DeployedGemm, ...] | None:
+    """Every NVFP4 GEMM of the model as one rank runs it, for the triggers' shape arithmetic."""
+    if ckpt is None:
+        return None
+    return tuple(
+        DeployedGemm(g.layer.family, g.layer.scheme, g.n, g.k)
+        for g in ckpt.gemms(question.tp_size, question.ep_size)
+        if g.layer.fp4 and g.problem is None
     )
 
 

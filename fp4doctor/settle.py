@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 
-from fp4doctor.deployment import Deployment
+from fp4doctor.deployment import DeployedGemm, Deployment
 
 if TYPE_CHECKING:
     from fp4doctor.command import EngineCommand
@@ -91,6 +91,7 @@ def settle(
     stated: Mapping[str, Stated],
     architectures: tuple[str, ...] | None = None,
     experts: int | None = None,
+    gemms: tuple[DeployedGemm, ...] | None = None,
     skip_autotune: bool = False,
 ) -> Deployment:
     """The deployment as it will run: `stated` (command line, then fp4doctor's options), else
@@ -135,6 +136,11 @@ def settle(
             autotune = False
             origins["autotune"] = f"`env --cold-start fast` writes {rule.disable_arg}"
     concurrency = pick("concurrency", None)
+    autotune_cache = _autotune_cache(target, engine_version, autotune, _int(tp), _int(dp))
+    if autotune_cache is not None:
+        origins["autotune_cache"] = f"{engine_label} (profiles/coldstart.yaml)"
+    if gemms is not None:
+        origins["gemms"] = "read from the model's checkpoint at the deployment's TP/EP"
     if architectures is not None:
         origins["architectures"] = "read from the model's config.json"
     if experts is not None:
@@ -142,14 +148,31 @@ def settle(
     return Deployment(
         tp=_int(tp),
         ep=_int(ep),
+        dp=_int(dp),
         concurrency=_int(concurrency),
         autotune=None if autotune is None else bool(autotune),
         cuda_graphs=None if cuda_graphs is None else bool(cuda_graphs),
         architectures=architectures,
         experts=experts,
+        autotune_cache=autotune_cache,
+        gemms=gemms,
         origins=tuple(origins.items()),
         notes=tuple(notes),
     )
+
+
+def _autotune_cache(
+    target: str, version: str, autotune: bool | None, tp: int | None, dp: int | None
+) -> bool | None:
+    """Whether the release keeps FlashInfer's tuned tactics in a persistent file and reads them
+    back, with the autotune as settled, on the deployment's ranks (coldstart.yaml `cache`)."""
+    from fp4doctor.coldstart import rules
+
+    rule = rules.load().autotune_for(target, version)
+    if rule is None:
+        return None
+    world = tp * (dp or 1) if tp is not None else None
+    return rule.keeps_file(autotune, world)
 
 
 def _int(value: object) -> int | None:

@@ -225,6 +225,10 @@ def _backend_detail(backend: Backend) -> list[str]:
 def _advisory_bullet(advisory: Advisory) -> str:
     conditions = " and ".join(_inline(c) for c in advisory.conditions) or "always"
     text = f"- {_code(advisory.id)}: when {conditions}: {advisory.reason}"
+    if advisory.trigger.conditions:
+        text += f" (strikes with: {advisory.trigger.describe()})"
+    if advisory.evidence:
+        text += f"; evidence: {advisory.evidence}"
     if advisory.fix:
         text += f" — fix: {_code(advisory.fix)}"
     if advisory.source:

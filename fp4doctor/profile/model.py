@@ -42,6 +42,9 @@ class Advisory:
     fixed_in: str | None = None  # the first release of the bad package with the fix
     trigger: Trigger = field(default_factory=Trigger)  # none: it strikes on any run
     alternatives: tuple[str, ...] = ()  # backends to use instead, named in a fix where valid
+    # How far the known-bug entry's source was read (profile/advisories.py EVIDENCE); None for a
+    # profile's own advisory, which its author states as a rule.
+    evidence: str | None = None
 
     @property
     def per_gpu(self) -> bool:
