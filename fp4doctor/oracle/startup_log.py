@@ -97,8 +97,10 @@ def knob_backend(evaluation: Evaluation, value: str) -> str | None:
     """The backend a knob value of the era names ('auto': the engine's own pick)."""
     if value == "auto":
         return evaluation.engine_auto
+    gpus = evaluation.facts.gpus
+    cc = gpus[0].cc if gpus else None
     for knob in evaluation.era.knobs:
-        for backend, spellings in knob.values.items():
-            if value in spellings:
-                return backend
+        backend = knob.backend_for(value, cc)  # the engine decides on its first GPU
+        if backend is not None:
+            return backend
     return None

@@ -301,9 +301,11 @@ def _era_detail(era: Era, what: str = "FP4 GEMM") -> list[str]:
 def _knob_bullet(knob: Knob) -> str:
     kind = STYLES[KnobKind(knob.kind)].label
     values = []
+    limited = dict(knob.only_on)
     for backend, spellings in knob.values.items():
         shown = " or ".join(_code(s) for s in spellings)
-        values.append(f"{shown} → {_code(backend)}")
+        where = f" on {limited[backend].describe()}" if backend in limited else ""
+        values.append(f"{shown} → {_code(backend)}{where}")
     text = f"- {kind} {_code(knob.name)}: " + ", ".join(values)
     details = []
     if knob.type == "bool":

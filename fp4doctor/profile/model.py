@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.profile.kinds.base import Requirement
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.triggers import Trigger
 
@@ -87,7 +88,11 @@ class Knob:
     """One way to select backends in an era: an env var, a CLI flag, a config key or an argument.
 
     `values` maps each backend this knob can select to its spellings; the first is the one to
-    write, the others are accepted when linting what a user set.
+    write, the others are accepted when linting what a user set. `only_on` limits a backend to
+    the GPUs where the engine's own code maps the spelling to it: on other GPUs the same
+    spelling selects the next backend that lists it (vLLM 0.12-0.21's
+    VLLM_USE_FLASHINFER_MOE_FP4=1 is TRT-LLM on the SM10x family, CUTLASS elsewhere). The engine
+    asks GPU 0 (`current_platform.get_device_capability()`), so `cc` is the first GPU's.
     """
 
     kind: KnobKind
@@ -122,6 +127,26 @@ class Knob:
     # is supported here (vLLM filters its kernel registry by --linear-backend and walks what is
     # left), rather than the first named.
     walk: bool = False
+    # (backend, the compute capabilities where this knob's spellings select it)
+    only_on: tuple[tuple[str, ComputeCapability], ...] = ()
+
+    def selects_on(self, backend: str, cc: int | None) -> bool:
+        """Whether the knob's spellings for `backend` select it on a GPU of `cc` (None: no GPU
+        known, where every mapping is taken as written)."""
+        limit = dict(self.only_on).get(backend)
+        return limit is None or cc is None or limit.accepts(cc)
+
+    def shadowed(self, backend: str) -> bool:
+        """Whether the spelling written for `backend` selects another backend on some GPUs
+        (a GPU-limited backend listed before it with the same spelling)."""
+        limited = dict(self.only_on)
+        written = self.values[backend][0]
+        for other, spellings in self.values.items():
+            if other == backend:
+                return False
+            if other in limited and written in spellings:
+                return True
+        return False
 
     def env_for(self, backend: str) -> tuple[tuple[str, str], ...]:
         """The variables written with this knob when it selects `backend`."""
@@ -146,16 +171,22 @@ class Knob:
         return any(value.lower() == v.lower() if not self.case_sensitive else value == v
                    for v in self.no_kernel)  # fmt: skip
 
-    def backend_for(self, value: str) -> str | None:
-        """Which backend a set value selects (None for an unknown value)."""
+    def backend_for(self, value: str, cc: int | None = None) -> str | None:
+        """Which backend a set value selects on a GPU of `cc` (None for an unknown value)."""
         for backend, spellings in self.values.items():
+            if not self.selects_on(backend, cc):
+                continue
             for s in spellings:
                 if value == s or (not self.case_sensitive and value.lower() == s.lower()):
                     return backend
         return None
 
+    def backend_when_on(self, cc: int | None = None) -> str | None:
+        """Which backend a bool knob switched on selects on a GPU of `cc`."""
+        return next((b for b in self.values if self.selects_on(b, cc)), None)
+
     def accepted(self) -> list[str]:
-        return [s for spellings in self.values.values() for s in spellings]
+        return list(dict.fromkeys(s for spellings in self.values.values() for s in spellings))
 
     def how(self, backend: str) -> str:
         """How a user writes this knob for `backend`, for messages."""
@@ -227,7 +258,9 @@ class Era:
         """The knob to write for `backend`: a settable general selector (a choice knob) before
         a single-backend switch, and a deprecated knob only when nothing else works."""
         usable = [k for k in self.knobs if k.select and backend in k.values]
-        usable.sort(key=lambda k: (k.deprecated is not None, k.type != "choice"))
+        usable.sort(
+            key=lambda k: (k.shadowed(backend), k.deprecated is not None, k.type != "choice")
+        )
         return usable[0] if usable else None
 
     def env_knobs(self) -> list[Knob]:

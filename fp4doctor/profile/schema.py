@@ -12,6 +12,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import cast
 
 import yaml
 from packaging.specifiers import SpecifierSet
@@ -19,6 +20,7 @@ from packaging.version import Version
 
 from fp4doctor.profile import kinds
 from fp4doctor.profile.kinds.base import VAR_RE, Requirement
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.knobs import KnobKind
 from fp4doctor.profile.model import (
     EFFECT_WARN,
@@ -164,6 +166,7 @@ _KNOB_KEYS = (
     "before",
     "no_kernel",
     "walk",
+    "only_on",
 )
 
 
@@ -203,6 +206,7 @@ def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None
         with_env=_with_env(fields.get("with_env"), values),
         with_args=_with_args(fields.get("with_args"), kind, values),
         scalar=_scalar(fields.get("scalar"), kind),
+        only_on=_only_on(fields.get("only_on"), values),
     )
     if "no_kernel" in fields:
         values_given, then = _no_kernel(fields["no_kernel"], kind)
@@ -223,6 +227,36 @@ def _no_kernel(node: Node, kind: str) -> tuple[tuple[str, ...], str]:
     values = required(fields, "values", node).texts()
     then = required(fields, "then", node).choice(("auto", "raises"))
     return values, then
+
+
+def _only_on(
+    node: Node | None, values: Mapping[str, tuple[str, ...]]
+) -> tuple[tuple[str, ComputeCapability], ...]:
+    """`only_on: {backend: compute capabilities}`: the GPUs where the knob's spellings select
+    that backend; elsewhere the same spelling selects the next backend that lists it."""
+    if node is None:
+        return ()
+    out = []
+    names = list(values)
+    for backend, ccs in node.mapping().items():
+        if backend not in values:
+            raise ccs.error(f"names no value of this knob (valid: {', '.join(values)})")
+        spellings = set(values[backend])
+        if not any(spellings & set(values[b]) for b in names[names.index(backend) + 1 :]):
+            raise ccs.error(
+                "limits a backend whose spellings no later backend of `values` shares: on "
+                "other GPUs the value would select nothing"
+            )
+        out.append((backend, _compute_capability(ccs)))
+    return tuple(out)
+
+
+def _compute_capability(node: Node) -> ComputeCapability:
+    return cast(ComputeCapability, ComputeCapability.parse(node, {}, _no_child, {}))
+
+
+def _no_child(node: Node) -> Requirement:
+    raise node.error("a compute capability has no nested requirement")
 
 
 def _scalar(node: Node | None, kind: str) -> bool:

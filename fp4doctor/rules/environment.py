@@ -54,7 +54,7 @@ def lint(
         fid = f"env.{name}"
         if name in era_vars:
             rank, knob = era_vars[name]
-            selected = _lint_knob(knob, value, fid, engine_label, findings)
+            selected = _lint_knob(knob, value, fid, engine_label, findings, _engine_cc(ctx))
             missing = [(n, v) for n, v in knob.also if ctx.env.get(n) != v]
             if selected is not None and missing:
                 # vLLM reads VLLM_FLASHINFER_MOE_BACKEND only with VLLM_USE_FLASHINFER_MOE_FP4=1.
@@ -93,7 +93,7 @@ def lint(
                 if name in profile.variables
                 else ("it belongs to another version of the engine")
             )
-            meant = _meant_backend(name, value, other_knobs.get(name), profile)
+            meant = _meant_backend(name, value, other_knobs.get(name), profile, _engine_cc(ctx))
             fix = f"unset {name}"
             verdict = verdicts.get(meant) if meant is not None else None
             if meant is not None and verdict is not None and not verdict.valid:
@@ -172,8 +172,19 @@ def _drop(selection: Selection) -> str:
     return f"unset {selection.variable}"
 
 
+def _engine_cc(ctx: Context) -> int | None:
+    """The compute capability the engine decides a GPU-dependent knob on: its first GPU's
+    (vLLM's current_platform.get_device_capability() asks device 0)."""
+    return ctx.gpus[0].cc if ctx.gpus else None
+
+
 def _lint_knob(
-    knob: Knob, value: str, fid: str, engine_label: str, findings: list[Finding]
+    knob: Knob,
+    value: str,
+    fid: str,
+    engine_label: str,
+    findings: list[Finding],
+    cc: int | None = None,
 ) -> str | None:
     """Check one set variable of this era; return the backend it selects, if any."""
     if knob.type == "bool":
@@ -194,9 +205,9 @@ def _lint_knob(
                 return None
         else:
             on = is_true(value)
-        selected = next(iter(knob.values)) if on else None
+        selected = knob.backend_when_on(cc) if on else None
     else:
-        selected = knob.backend_for(value)
+        selected = knob.backend_for(value, cc)
         if selected is None:
             accepted = knob.accepted()
             close = difflib.get_close_matches(value, accepted, n=1) or [
@@ -244,14 +255,16 @@ def _removed(profile: Profile, name: str, ctx: Context) -> bool | None:
     return bool(contains(variable.removed, ctx.engine[1]))
 
 
-def _meant_backend(name: str, value: str, knob: Knob | None, profile: Profile) -> str | None:
+def _meant_backend(
+    name: str, value: str, knob: Knob | None, profile: Profile, cc: int | None = None
+) -> str | None:
     """Which backend a user meant by a variable this version ignores."""
     if knob is not None:
         if not knob.select:  # a switch with side effects: never advised as a backend knob
             return None
         if knob.type == "bool":
-            return next(iter(knob.values)) if is_true(value) else None
-        return knob.backend_for(value)
+            return knob.backend_when_on(cc) if is_true(value) else None
+        return knob.backend_for(value, cc)
     variable = profile.variables.get(name)
     if variable is not None and variable.means and is_true(value):
         return variable.means
