@@ -359,7 +359,8 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             text = f"valid here{kind}: {backend.summary}"
         else:
             text = f"valid here{kind}"
-        possible = [f for f in warns if not f.established]
+        # Each possible problem once, however many GPUs it is found on.
+        possible = list({f.advisory or f.reason: f for f in warns if not f.established})
         if possible and not verbose and problem is None:
             text += f"; {_count(len(possible), 'possible problem')}, not established (-v)"
         out.marked(status, f"{name.ljust(width)}  {text}", hang=width + 2)

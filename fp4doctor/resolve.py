@@ -297,11 +297,17 @@ def _named_choice(step: _Step) -> str | None:
 
 
 def _automatic_choice(step: _Step) -> str | None:
-    """The engine's automatic order, then the profile's, among the usable backends: one with no
-    known risk first, and a weight-only fallback never over a native backend ahead of it for a
-    risk that is not established. Each backend passed over is said."""
+    """The engine's own pick when it is valid here; else the engine's automatic order, then the
+    profile's, among the usable backends: one with no known risk first, and a weight-only
+    fallback never over a native backend ahead of it for a risk that is not established. Each
+    backend passed over is said."""
     evaluation, wish = step.evaluation, step.wish
     profile = evaluation.profile
+    own = evaluation.engine_pick.backend
+    if own is not None and own in wish.allowed and step.usable(own) and wish.named is None:
+        # A working setup is never moved off the engine's own valid pick: a risk that is not
+        # established is said (its -v rows), not acted on (issue 39's severity policy).
+        return own
     order = [*evaluation.engine_pick.order, *profile.backends]
     valid = [b for b in dict.fromkeys(order) if b in wish.allowed and step.usable(b)]
     clean = [b for b in valid if not evaluation.verdicts[b].risks()]
@@ -331,18 +337,25 @@ def _as_set(step: _Step, chosen: str | None) -> AsSet | None:
     selection = evaluation.env_selection
     pick = evaluation.engine_pick
     if selection is not None:
-        runs = evaluation.valid(selection.backend)
-        if runs and chosen != selection.backend and step.usable(selection.backend):
+        from fp4doctor.pick import as_set
+
+        # The knob's value, walked or swapped as the engine does (pick.as_set: a CLI knob that
+        # walks its named kernels, a value naming none, the era's modifiers).
+        words = [f"{flag}={value}" for flag, value in evaluation.context.args.items()]
+        backend = as_set(evaluation, words)
+        if backend is None:
+            return AsSet(None, selection.setting, False, f"{label} stops at start-up with it")
+        runs = evaluation.valid(backend)
+        if runs and chosen != backend and step.usable(backend):
             # A knob as set selects a backend that runs here: not a failure; the choice is
             # advice, and says why it differs.
-            risks = evaluation.verdicts[selection.backend].risks()
+            risks = evaluation.verdicts[backend].risks()
             step.notes.append(
-                f"as set, {selection.setting} makes {label} run {selection.backend}"
+                f"as set, {selection.setting} makes {label} run {backend}"
                 + (f", with {_risk_text(risks[0])}" if risks else "")
                 + f"; {chosen} is advised instead"
             )
-        return AsSet(selection.backend, selection.setting, runs,
-                     "" if runs else step.why_not(selection.backend))  # fmt: skip
+        return AsSet(backend, selection.setting, runs, "" if runs else step.why_not(backend))
     if chosen is not None and chosen in step.wish.preferred:
         what = "--prefer" if step.wish.prefer else "--require"
         return AsSet(chosen, f"{what} {step.wish.prefer or step.wish.require} (its knob passed)",
