@@ -32,8 +32,9 @@ from fp4doctor.profile.model import (
     FAMILY_TITLES,
     Profile,
 )
-from fp4doctor.resolve import Resolution, meant_for, resolve
 from fp4doctor.rules import EngineVersion, Evaluation, engine_version, evaluate, live
+from fp4doctor.selection import select
+from fp4doctor.selection.choice import Resolution, ResolveError, meant_for
 from fp4doctor.versions import is_version, not_a_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
@@ -536,22 +537,19 @@ def _diagnose(
             if own
             else static
         )
+        if ckpt is not None:
+            model = model or _judge_model(question, ckpt, prof, evaluation)
         try:
             prefer = meant_for(prof, family, question.prefer, "--prefer")
             require = meant_for(prof, family, question.require, "--require")
-            if ckpt is not None:
-                model = model or _judge_model(question, ckpt, prof, evaluation)
-                evaluation = model.fold(evaluation)  # backends that cannot run its GEMMs
-                picked = model.engine_pick(evaluation)
-                if picked:
-                    model = model.with_findings(picked).with_ignores(question.ignore_ids())
-            resolution = resolve(evaluation, prefer=prefer, require=require)
-            if answers is not None:  # the engine's own answer beside the rules'; it decides
-                from fp4doctor.oracle.fold import fold
-
-                resolution = fold(answers, evaluation, resolution)
-        except ValueError as exc:
+            selected = select(evaluation, prefer=prefer, require=require, model=model,
+                              answers=answers)  # fmt: skip
+        except ResolveError as exc:  # a name no backend has: the user's; any other is a bug
             raise QuestionError(str(exc)) from None
+        evaluation, resolution = selected.evaluation, selected.resolution
+        if model is not None and selected.model_findings:
+            model = model.with_findings(*selected.model_findings)
+            model = model.with_ignores(question.ignore_ids())
         asked = _counted(question, prof, family, ckpt, named=prefer is not None or
                          require is not None)  # fmt: skip
         cold = _cold_start(question, evaluation, resolution)

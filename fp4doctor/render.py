@@ -18,9 +18,9 @@ if TYPE_CHECKING:  # `probe` renders facts without loading the rules
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.deployment import Deployment
     from fp4doctor.doctor import FamilyPart, Report
-    from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
     from fp4doctor.rules.advisories import Affected
+    from fp4doctor.selection.choice import Resolution
 
 REPORT_SCHEMA_VERSION = 3  # the schema: fp4doctor/schemas/report-v<N>.schema.json
 
@@ -352,7 +352,7 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
         status = Status.FAIL if problem else (Status.WARN if warns else Status.PASS)
         kind = "" if backend.native else " (not native FP4)"
         if problem is not None:
-            from fp4doctor.resolve import short_reason
+            from fp4doctor.selection.choice import short_reason
 
             text = problem.reason if verbose else short_reason(problem)
         elif verbose:
@@ -384,7 +384,7 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             if verbose or f.kind is not Kind.ADVISORY:
                 out.finding(f, indent=6 + width)
             else:
-                from fp4doctor.resolve import short_reason
+                from fp4doctor.selection.choice import short_reason
 
                 out.marked(f.status, short_reason(f), indent=6 + width)
     label = evaluation.engine_label

@@ -224,7 +224,7 @@ def test_sglang_runs_a_compressed_tensors_w4a16_model_as_the_rules_say(tmp_path:
     from fp4doctor import checkpoint
     from fp4doctor.checkpoint import constraints, judge
     from fp4doctor.oracle import query
-    from fp4doctor.pick import family_pick
+    from fp4doctor.selection.engine import family_pick
 
     python = _venv("sglang", "0.5.23")
     ckpt = checkpoint.load(str(CHECKPOINTS / "llama-3.1-8b-instruct-nvfp4a16"))

@@ -22,10 +22,10 @@ from click.testing import CliRunner
 
 from fp4doctor import facts, profile
 from fp4doctor.cli import main
-from fp4doctor.pick import as_set
 from fp4doctor.profile.yamlnode import ProfileError
-from fp4doctor.resolve import resolve
 from fp4doctor.rules import Evaluation, evaluate
+from fp4doctor.selection.choice import resolve
+from fp4doctor.selection.engine import as_set
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 VLLM, SGLANG = profile.load("vllm"), profile.load("sglang")
@@ -65,7 +65,7 @@ def test_vllm_before_0_20_does_not_read_the_disabled_list() -> None:
 def test_a_forced_weight_only_kernel_is_not_checked_against_the_list() -> None:
     """Under auto, vLLM 0.30+ forces the CuTe-DSL W4A16 kernel for W4A16 layers on SM100
     (init_nvfp4_linear_kernel returns a forced kernel before the walk reads the list)."""
-    from fp4doctor.pick import family_pick
+    from fp4doctor.selection.engine import family_pick
 
     disabled = "FlashInferCuteDslNvFp4W4A16LinearKernel"
     ev = judged("b200-vllm-0.33", "0.33.0", VLLM_DISABLED_KERNELS=disabled)

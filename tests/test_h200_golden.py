@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fp4doctor import facts, profile
-from fp4doctor.resolve import resolve
 from fp4doctor.rules import evaluate
+from fp4doctor.selection.choice import resolve
 
 HERE = Path(__file__).parent / "fixtures"
 H200 = facts.load(HERE / "hosts" / "h200.json")

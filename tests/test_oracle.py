@@ -18,9 +18,9 @@ from fp4doctor.findings import Status
 from fp4doctor.logs import signatures
 from fp4doctor.oracle import query, startup_log
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
-from fp4doctor.oracle.fold import fold
-from fp4doctor.resolve import resolve
 from fp4doctor.rules import Evaluation, evaluate
+from fp4doctor.selection.asked import fold
+from fp4doctor.selection.choice import resolve
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
-"""What the engine picks, left alone (fp4doctor.pick): `check` and `explain` give one answer for
-every checkpoint fixture on every host fixture, and vLLM's weight-only (W4A16) branch follows
+"""What the engine picks, left alone (fp4doctor/selection/engine.py): `check` and `explain` give
+one answer for every checkpoint fixture on every host fixture, and vLLM's weight-only (W4A16) branch follows
 the released wheels (profiles/shapes.yaml `weight_only`): Marlin forced up to 0.29, CuTe-DSL
 W4A16 on SM100/103 from 0.30, Humming first on SM90 from 0.32 when humming-kernels is installed.
 Offline: fixture facts and header-only checkpoints."""
@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from fp4doctor import render
-from fp4doctor.checkpoint import explain
 from fp4doctor.cli import main
 from fp4doctor.doctor import FamilyPart, Question, Report, diagnose
 from fp4doctor.findings import Kind
+from fp4doctor.selection import explain
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"

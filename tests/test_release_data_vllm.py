@@ -629,7 +629,7 @@ def test_vllm_0_17_to_0_19_without_flashinfer_stops_in_moe_selection(version: st
 def test_the_w4a16_cutedsl_knob_disables_the_w4a4_kernel(version: str) -> None:
     # --linear-backend=flashinfer_cutedsl names both CuTe-DSL kernels, W4A4 first; vLLM 0.33.0
     # and 0.34.0 ran the W4A16 one only with VLLM_DISABLED_KERNELS naming the W4A4 one.
-    from fp4doctor.resolve import resolve
+    from fp4doctor.selection.choice import resolve
 
     ev = evaluate(VLLM, rich_host(100), override_version=version)
     w4a16 = resolve(ev, prefer="flashinfer-cutedsl-w4a16")

@@ -19,8 +19,8 @@ from fp4doctor import facts, profile
 from fp4doctor.cli import main
 from fp4doctor.doctor import Outcome, Question, Report, diagnose
 from fp4doctor.findings import Status
-from fp4doctor.resolve import ResolveError, resolve
 from fp4doctor.rules import Evaluation, Unverified, evaluate
+from fp4doctor.selection.choice import ResolveError, resolve
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 VLLM = profile.load("vllm")

@@ -409,9 +409,9 @@ def questions(base: facts.HostFacts, engine: str, release: str, sc: Scenario) ->
 
 
 def _as_set(ev: Evaluation, args: tuple[str, ...]) -> str | None:
-    """The rules' answer with `args` given: fp4doctor.pick.as_set where this checkout has it
-    (the flags modelled), else the variables as set alone (a checkout before it)."""
-    import fp4doctor.pick as pick
+    """The rules' answer with `args` given: selection.engine.as_set where this checkout has it (the
+    flags modelled), else the variables as set alone (a checkout before it)."""
+    import fp4doctor.selection.engine as pick
 
     as_set = getattr(pick, "as_set", None)
     return as_set(ev, args) if as_set is not None else ev.engine_as_set
@@ -425,7 +425,7 @@ def _format_question(
     the engine is asked for a W4A4 or a weight-only layer, as the format's layers are."""
     from fp4doctor import checkpoint
     from fp4doctor.checkpoint import constraints, judge
-    from fp4doctor.pick import family_pick
+    from fp4doctor.selection.engine import family_pick
 
     ckpt = checkpoint.load(str(CHECKPOINTS / fixture))
     ev = evaluate(prof, host_for(base, cc, sc), override_version=release, family=family)

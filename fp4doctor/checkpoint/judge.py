@@ -27,8 +27,6 @@ from fp4doctor.checkpoint.constraints import ActivationSupport, Alignment, Shape
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE, SCHEME_W4A16
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
 from fp4doctor.findings import Finding, Kind, Status, apply_ignores
-from fp4doctor.pick import Pick, layer_picks
-from fp4doctor.pick import Status as Taken
 from fp4doctor.profile.model import Profile
 from fp4doctor.rules import Evaluation
 from fp4doctor.versions import contains
@@ -85,68 +83,6 @@ class ModelVerdict:
              if f.status.blocking and f.details.get("engine_skips")),
             None,
         )  # fmt: skip
-
-    def engine_pick(self, evaluation: Evaluation) -> Finding | None:
-        """A failure when the engine, left alone (no knob set), cannot run the model's layers
-        of this family (`evaluation`, folded): its pick for a layer class fails on that layer's
-        per-rank GEMM, or it passes over every backend. A pick that cannot run on the host at
-        all is the resolver's warning, unless the layer takes another branch than the family
-        (a weight-only layer in a mixed checkpoint)."""
-        if evaluation.env_selection is not None:
-            return None
-        for _, pick in layer_picks(evaluation, self):
-            chosen = pick.chosen
-            if chosen is None and pick.fails:
-                return self._none_left(evaluation, pick)
-            if chosen is None or chosen.status is not Taken.FAILS:
-                continue
-            finding = chosen.finding
-            own = finding is not None and finding in self.per_backend.get(chosen.backend, ())
-            if finding is not None and (own or pick.weight_only != evaluation.weight_only):
-                return self._pick_fails(evaluation, pick, finding)
-        return None
-
-    def _none_left(self, evaluation: Evaluation, pick: Pick) -> Finding:
-        passed = pick.passed_over
-        first = next((c.finding for c in passed if c.finding is not None), None)
-        names = ", ".join(c.backend for c in passed)
-        reason = passed[0].reason if passed else ""
-        return Finding(
-            f"model.engine_auto.{evaluation.family}",
-            Status.FAIL,
-            f"{evaluation.engine_label}, left alone, finds no {evaluation.family} backend for "
-            f"this model ('No NvFp4 MoE backend supports the deployment configuration'): it "
-            f"passes over {names}; {reason}",
-            fix='eval "$(fp4doctor env)" (a backend that runs it, if one does here), or '
-            + ((first.fix if first else None) or "another engine release"),
-            backend=passed[0].backend if passed else None,
-            source=first.source if first else None,
-            details=dict(first.details) if first else {},
-            kind=Kind.ENGINE_PICK,
-        )
-
-    def _pick_fails(self, evaluation: Evaluation, pick: Pick, blocking: Finding) -> Finding:
-        passed = [c for c in pick.passed_over if c.finding is not None and c.finding.details]
-        skipped = ""
-        if passed:
-            why = "; ".join(
-                f"{c.backend}: {c.finding.details.get('why', c.finding.id)}"
-                for c in passed
-                if c.finding is not None
-            )
-            skipped = f"passes over {', '.join(c.backend for c in passed)} ({why}) and "
-        layers = f" for its weight-only {pick.layer} layers" if pick.weight_only else ""
-        return Finding(
-            f"model.engine_auto.{evaluation.family}",
-            Status.FAIL,
-            f"{evaluation.engine_label}, left alone, {skipped}picks {pick.backend}{layers}, which "
-            f"cannot run this model: {blocking.reason}",
-            fix='eval "$(fp4doctor env)", or ' + (blocking.fix or "another --tp"),
-            backend=pick.backend,
-            source=blocking.source,
-            details=dict(blocking.details),
-            kind=Kind.ENGINE_PICK,
-        )
 
     def with_findings(self, *found: Finding) -> ModelVerdict:
         return replace(self, findings=(*self.findings, *found))
@@ -289,7 +225,7 @@ def _weight_only_findings(
 ) -> None:
     """Every FP4 layer of `family` is weight-only (W4A16): each backend of the family that runs
     only W4A4 layers gets the finding in its verdict. The linear family's weight-only layers go
-    down the engine's weight-only branch whatever its W4A4 pick (fp4doctor.pick); the MoE's
+    down the engine's weight-only branch whatever its W4A4 pick (selection/engine.py); the MoE's
     automatic order passes over experts backends that refuse weight-only experts, and one asked
     for by name raises. A release whose weight-only kernels are not known is said, not judged."""
     entry = rules.weight_only_backends(profile.target, version, family, fmt)

@@ -23,7 +23,7 @@ def explain(q: Question, as_json: bool) -> None:
     from dataclasses import replace
 
     from fp4doctor import render
-    from fp4doctor.checkpoint import explain as explaining
+    from fp4doctor.selection import explain as explaining
 
     if q.model is None:
         raise UserError("explain needs --model PATH_OR_ID (and --tp N): the layers to explain")

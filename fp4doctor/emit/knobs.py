@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from fp4doctor.emit.exports import Exports
 from fp4doctor.profile.model import Profile
-from fp4doctor.resolve import Resolution
+from fp4doctor.selection.choice import Resolution
 
 
 @dataclass(frozen=True)

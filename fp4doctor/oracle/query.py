@@ -31,7 +31,7 @@ from fp4doctor.checkpoint.quant import CT_NVFP4A16
 from fp4doctor.oracle import sameness
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.profile.model import FAMILY_LINEAR, FAMILY_MOE
-from fp4doctor.resolve import ResolveError, resolve
+from fp4doctor.selection.choice import ResolveError, resolve
 
 if TYPE_CHECKING:
     from fp4doctor.facts import HostFacts

@@ -30,7 +30,7 @@ from fp4doctor.rules.host import FIX_GPU_UNREADABLE, host_findings, says_no_verd
 from fp4doctor.versions import bounds, contains, same_version
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
-    from fp4doctor.pick import Pick
+    from fp4doctor.selection.engine import Pick
     from fp4doctor.smoke.result import SmokeResult
 
 __all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Unverified", "Verdict", "evaluate"]
@@ -112,7 +112,7 @@ class Evaluation:
     @cached_property
     def engine_pick(self) -> Pick:
         """What the engine, left alone, runs this family on, and what it passes over first."""
-        from fp4doctor import pick
+        from fp4doctor.selection import engine as pick
 
         return pick.family_pick(self)
 

@@ -20,8 +20,8 @@ from dataclasses import replace
 
 from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
-from fp4doctor.resolve import Resolution, resolve
 from fp4doctor.rules import Evaluation
+from fp4doctor.selection.choice import Resolution, resolve
 
 SOURCE = "the installed engine's own selection code, asked by fp4doctor/oracle (worker.py ADAPTERS)"
 

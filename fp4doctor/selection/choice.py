@@ -337,7 +337,7 @@ def _as_set(step: _Step, chosen: str | None) -> AsSet | None:
     selection = evaluation.env_selection
     pick = evaluation.engine_pick
     if selection is not None:
-        from fp4doctor.pick import as_set
+        from fp4doctor.selection.engine import as_set
 
         # The knob's value, walked or swapped as the engine does (pick.as_set: a CLI knob that
         # walks its named kernels, a value naming none, the era's modifiers).

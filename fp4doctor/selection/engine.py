@@ -1,9 +1,9 @@
 """What the engine runs an FP4 GEMM family on when left alone (no knob set), and why it passes
 over each candidate before it: for the family as a whole, and for each layer class of a model.
 
-One answer for every reader: `check`'s "left alone, picks" warning and the resolver's order
-(fp4doctor/resolve.py), the model's "cannot run this model" finding (checkpoint/judge.py) and
-`fp4doctor explain` (checkpoint/explain.py). Pure.
+One answer for every reader: what runs as set and the choice's order (selection/choice.py), the
+model's "cannot run this model" finding (selection/model.py) and `fp4doctor explain`
+(selection/explain.py). Pure.
 
 Which candidates the engine walks depends on the layers:
 - the era's automatic order (the profile's `auto`), a step taken when its conditions hold, less
