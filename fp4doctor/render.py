@@ -455,6 +455,7 @@ def _knob_text(evaluation: Evaluation, resolution: Resolution) -> str:
 def document(report: Report) -> dict[str, Any]:
     """The JSON report: versioned, with every finding; every family alike under `families`."""
     from fp4doctor.doctor import Outcome
+    from fp4doctor.selection.engine import engine_as_set, engine_auto
 
     findings = report.findings()
     host = report.facts
@@ -493,8 +494,8 @@ def document(report: Report) -> dict[str, Any]:
                     "ready": report.family_ready(part),
                     "chosen": part.chosen,
                     "backends": _backends_doc(part.evaluation, no_verdict),
-                    "engine_auto": part.evaluation.engine_auto,
-                    "engine_as_set": part.evaluation.engine_as_set,
+                    "engine_auto": engine_auto(part.evaluation),
+                    "engine_as_set": engine_as_set(part.evaluation),
                     "resolution": part.resolution.to_dict(),
                     "verified": part.evaluation.verified,
                     "unverified": [u.to_dict() for u in part.evaluation.unverified],

@@ -25,7 +25,7 @@ from fp4doctor.cli import main
 from fp4doctor.profile.yamlnode import ProfileError
 from fp4doctor.rules import Evaluation, evaluate
 from fp4doctor.selection.choice import resolve
-from fp4doctor.selection.engine import as_set
+from fp4doctor.selection.engine import as_set, engine_as_set, engine_auto, family_pick
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 VLLM, SGLANG = profile.load("vllm"), profile.load("sglang")
@@ -44,22 +44,22 @@ def judged(
 
 
 def test_a_disabled_kernel_is_passed_over_in_vllms_walk() -> None:
-    assert judged("b200-vllm-0.33", "0.33.0").engine_as_set == "flashinfer-cutedsl"
+    assert engine_as_set(judged("b200-vllm-0.33", "0.33.0")) == "flashinfer-cutedsl"
     ev = judged("b200-vllm-0.33", "0.33.0", VLLM_DISABLED_KERNELS=CUTEDSL_W4A4)
-    assert ev.engine_as_set == "flashinfer-cutlass"
-    skipped = ev.engine_pick.passed_over[0]
+    assert engine_as_set(ev) == "flashinfer-cutlass"
+    skipped = family_pick(ev).passed_over[0]
     assert skipped.backend == "flashinfer-cutedsl"
     assert skipped.reason == f"VLLM_DISABLED_KERNELS lists {CUTEDSL_W4A4}: disabled"
     both = "FlashInferCutlassNvFp4LinearKernel, CutlassNvFp4LinearKernel"
     ev = judged("b200-vllm-0.33", "0.33.0", VLLM_DISABLED_KERNELS=f"{CUTEDSL_W4A4},{both}")
-    assert ev.engine_as_set == "flashinfer-cutedsl-w4a16"
+    assert engine_as_set(ev) == "flashinfer-cutedsl-w4a16"
 
 
 def test_vllm_before_0_20_does_not_read_the_disabled_list() -> None:
     """0.18's select_nvfp4_linear_backend() reads no VLLM_DISABLED_KERNELS (the modifier comes
     with init_nvfp4_linear_kernel in 0.20)."""
     ev = judged("b200", "0.18.0", VLLM_DISABLED_KERNELS="FlashInferCutlassNvFp4LinearKernel")
-    assert ev.engine_as_set == "flashinfer-cutlass"
+    assert engine_as_set(ev) == "flashinfer-cutlass"
 
 
 def test_a_forced_weight_only_kernel_is_not_checked_against_the_list() -> None:
@@ -79,17 +79,17 @@ def test_a_forced_weight_only_kernel_is_not_checked_against_the_list() -> None:
 @pytest.mark.parametrize("value", ["1", "true", "YES"])
 def test_sglangs_w4a16_switch_runs_the_cutedsl_gemm_weight_only(value: str) -> None:
     ev = judged("b200", "0.5.23", target="sglang")
-    assert ev.engine_as_set == "flashinfer-cutedsl"
+    assert engine_as_set(ev) == "flashinfer-cutedsl"
     ev = judged("b200", "0.5.23", target="sglang", SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=value)
-    assert ev.engine_as_set == "flashinfer-cutedsl-w4a16"
+    assert engine_as_set(ev) == "flashinfer-cutedsl-w4a16"
 
 
 def test_sglangs_w4a16_switch_changes_nothing_but_cutedsl() -> None:
     """On SM120 SGLang's auto FP4 GEMM is flashinfer_cutlass: the switch is not read."""
     ev = judged("rtx5090", "0.5.23", target="sglang", SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16="1")
-    assert ev.engine_as_set == ev.engine_auto == "flashinfer-cutlass"
+    assert engine_as_set(ev) == engine_auto(ev) == "flashinfer-cutlass"
     ev = judged("b200", "0.5.16", target="sglang", SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16="1")
-    assert ev.engine_as_set == "flashinfer-cutedsl"  # 0.5.16 does not read it
+    assert engine_as_set(ev) == "flashinfer-cutedsl"  # 0.5.16 does not read it
 
 
 # --- env unsets the steering variables it does not need ------------------------------------------
@@ -138,7 +138,7 @@ def test_env_for_another_fp4_gemm_unsets_sglangs_w4a16_switch() -> None:
 
 def test_a_linear_backend_with_no_nvfp4_kernel_is_the_automatic_pick_from_0_28() -> None:
     ev = judged("b200-vllm-0.33", "0.33.0")
-    assert as_set(ev, ["--linear-backend=triton"]) == ev.engine_auto == "flashinfer-cutedsl"
+    assert as_set(ev, ["--linear-backend=triton"]) == engine_auto(ev) == "flashinfer-cutedsl"
     assert as_set(ev, ["--linear-backend", "TRITON"]) == "flashinfer-cutedsl"
     before = judged("b200", "0.24.0")
     assert as_set(before, ["--linear-backend=triton"]) is None  # vLLM raises at start-up
@@ -161,7 +161,7 @@ def test_a_flag_beats_the_variables_and_sglang_swaps_after_it() -> None:
     ev = judged("b200", "0.5.23", target="sglang", SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16="1")
     assert as_set(ev, ["--fp4-gemm-backend", "flashinfer_cutlass"]) == "flashinfer-cutlass"
     assert as_set(ev, ["--fp4-gemm-backend=flashinfer_cutedsl"]) == "flashinfer-cutedsl-w4a16"
-    assert as_set(ev, []) == ev.engine_as_set
+    assert as_set(ev, []) == engine_as_set(ev)
 
 
 # --- nvcc on PATH (vLLM before 0.32) ------------------------------------------------------------
@@ -183,7 +183,7 @@ def _home_only(name: str) -> facts.HostFacts:
 )
 def test_vllm_before_0_32_finds_no_nvcc_under_cuda_home_alone(version: str, expected: str) -> None:
     ev = evaluate(VLLM, _home_only("b200-vllm-0.33"), override_version=version, family="linear")
-    assert ev.engine_as_set == expected
+    assert engine_as_set(ev) == expected
 
 
 def test_nvcc_on_path_is_what_the_probe_records() -> None:
@@ -191,7 +191,7 @@ def test_nvcc_on_path_is_what_the_probe_records() -> None:
     on_path = dataclasses.replace(host.toolchain, nvcc_on_path="/opt/cuda/bin/nvcc")
     ev = evaluate(VLLM, dataclasses.replace(host, toolchain=on_path),
                   override_version="0.24.0", family="linear")  # fmt: skip
-    assert ev.engine_as_set == "flashinfer-cutedsl"
+    assert engine_as_set(ev) == "flashinfer-cutedsl"
 
 
 def test_the_probe_records_the_nvcc_on_path(tmp_path: Path) -> None:

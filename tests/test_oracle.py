@@ -21,6 +21,7 @@ from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.rules import Evaluation, evaluate
 from fp4doctor.selection.asked import fold
 from fp4doctor.selection.choice import resolve
+from fp4doctor.selection.engine import engine_auto
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ def answered(
     cases = query.cases_for(ev, weight_only)
     for case in cases:
         name = "w4a16" if case.a16 else "as_set" if case.label == AS_SET else case.label
-        pick = picks.get(name, str(ev.engine_auto) if case.a16 else case.label)
+        pick = picks.get(name, str(engine_auto(ev)) if case.a16 else case.label)
         if isinstance(pick, tuple):
             got[case.key] = Answer(case.key, raised=pick[0], message=pick[1])
         else:
@@ -81,7 +82,7 @@ def test_cases_ask_the_knobs_as_set_and_each_knob_set_env_would_write() -> None:
 def test_agreement_passes_and_changes_nothing() -> None:
     ev = judged("b200-vllm-0.33", "0.33.0", "moe")
     r = resolve(ev)
-    folded = fold(answered(ev, as_set=str(ev.engine_auto)), ev, r)
+    folded = fold(answered(ev, as_set=str(engine_auto(ev))), ev, r)
     assert folded.chosen == r.chosen
     assert ids(folded.findings)["engine.oracle.moe"] is Status.PASS
 

@@ -69,7 +69,7 @@ def test_automatic_order(
     fixture: str, version: str | None, engine_auto: str, chosen: str | None
 ) -> None:
     ev = judge(fixture, version)
-    assert ev.engine_auto == engine_auto
+    assert engine_auto(ev) == engine_auto
     assert resolve(ev).chosen == chosen
 
 

@@ -21,6 +21,7 @@ from fp4doctor.doctor import Outcome, Question, Report, diagnose
 from fp4doctor.findings import Status
 from fp4doctor.rules import Evaluation, Unverified, evaluate
 from fp4doctor.selection.choice import ResolveError, resolve
+from fp4doctor.selection.engine import engine_auto
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 VLLM = profile.load("vllm")
@@ -217,7 +218,7 @@ def test_automatic_order(
     fixture: str, version: str, engine_auto: str, chosen: str | None, knob: tuple[str, str] | None
 ) -> None:
     ev = judge(fixture, version)
-    assert ev.engine_auto == engine_auto
+    assert engine_auto(ev) == engine_auto
     r = resolve(ev)
     assert r.chosen == chosen
     assert (r.set_env + r.cli_args) == ((knob,) if knob else ())
@@ -279,7 +280,7 @@ def test_old_cudnn_refuses_cudnn_with_measured_and_required() -> None:
 def test_no_flashinfer_falls_back_to_vllm_cutlass() -> None:
     ev = judge("b200-no-flashinfer", "0.15.1")
     assert not ev.valid("flashinfer-cudnn")
-    assert ev.engine_auto == "cutlass"
+    assert engine_auto(ev) == "cutlass"
     assert resolve(ev).chosen == "cutlass"
 
 
@@ -287,7 +288,7 @@ def test_no_nvcc_no_cubin_means_vllm_ignores_flashinfer() -> None:
     ev = judge("b200-no-nvcc-no-cubin", "0.15.1")
     status, _ = finding(ev, "backend.flashinfer-cudnn.flashinfer_kernels")
     assert status is Status.FAIL
-    assert ev.engine_auto == "cutlass"
+    assert engine_auto(ev) == "cutlass"
 
 
 def test_ignore_downgrades_and_still_shows() -> None:

@@ -49,6 +49,7 @@ from fp4doctor.oracle import query  # noqa: E402
 from fp4doctor.oracle.answers import AS_SET, Case, EngineAnswers  # noqa: E402
 from fp4doctor.profile.model import Profile  # noqa: E402
 from fp4doctor.rules import Evaluation, evaluate  # noqa: E402
+from fp4doctor.selection.engine import engine_as_set, family_pick  # noqa: E402
 
 RELEASES = (
     ("vllm", "0.18.0"),
@@ -376,7 +377,7 @@ def questions(base: facts.HostFacts, engine: str, release: str, sc: Scenario) ->
         cases = query.cases_for(ev)
         as_set = next(c for c in cases if c.label == AS_SET)
         knobbed = tuple(c for c in cases if c.label != AS_SET)
-        out.append(Question(ev, as_set, knobbed, ev.engine_as_set, cls=cls))
+        out.append(Question(ev, as_set, knobbed, engine_as_set(ev), cls=cls))
     if not sc.user:
         return out
     prof = profile.load(engine)
@@ -400,7 +401,7 @@ def questions(base: facts.HostFacts, engine: str, release: str, sc: Scenario) ->
                 as_set = next(c for c in cases if c.label == AS_SET)
                 knobbed = tuple(c for c in cases if c.label != AS_SET)
                 what = "env after env: " + " ".join(f"{k}={v}" for k, v in left[1].items())
-                out.append(Question(ev, as_set, knobbed, ev.engine_as_set, what, "3"))
+                out.append(Question(ev, as_set, knobbed, engine_as_set(ev), what, "3"))
             for fmt, fixture in FORMATS[family]:
                 q = _format_question(prof, base, cc, sc, release, family, fmt, fixture)
                 if q is not None:
@@ -414,7 +415,7 @@ def _as_set(ev: Evaluation, args: tuple[str, ...]) -> str | None:
     import fp4doctor.selection.engine as pick
 
     as_set = getattr(pick, "as_set", None)
-    return as_set(ev, args) if as_set is not None else ev.engine_as_set
+    return as_set(ev, args) if as_set is not None else engine_as_set(ev)
 
 
 def _format_question(
@@ -425,7 +426,6 @@ def _format_question(
     the engine is asked for a W4A4 or a weight-only layer, as the format's layers are."""
     from fp4doctor import checkpoint
     from fp4doctor.checkpoint import constraints, judge
-    from fp4doctor.selection.engine import family_pick
 
     ckpt = checkpoint.load(str(CHECKPOINTS / fixture))
     ev = evaluate(prof, host_for(base, cc, sc), override_version=release, family=family)
@@ -484,7 +484,7 @@ def rows(
         if not isinstance(q, Question):
             cases = query.cases_for(q)
             as_set = next(c for c in cases if c.label == AS_SET)
-            q = Question(q, as_set, tuple(c for c in cases if c.label != AS_SET), q.engine_as_set)
+            q = Question(q, as_set, tuple(c for c in cases if c.label != AS_SET), engine_as_set(q))
         ev = q.ev
         answer = got.answer(q.as_set)
         if got.unasked:

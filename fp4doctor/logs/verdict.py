@@ -19,6 +19,7 @@ from fp4doctor.logs import failures
 from fp4doctor.logs.reading import Reading
 from fp4doctor.logs.signatures import Signature
 from fp4doctor.oracle import startup_log
+from fp4doctor.selection.engine import engine_auto
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Report
@@ -115,7 +116,7 @@ def _kernels(reading: Reading, report: Report) -> list[Finding]:
         evaluation, chosen = part.evaluation, part.resolution.chosen
         backend = startup_log.backend_of(r) or startup_log.knob_backend(evaluation, r.engine_name)
         said = f"log line {r.line}: {r.engine} ran {backend or r.engine_name} ({r.engine_name})"
-        own = evaluation.engine_auto
+        own = engine_auto(evaluation)
         if backend is not None and backend == chosen:
             status, reason, fix = Status.PASS, f"{said}, as fp4doctor predicts", None
         else:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fp4doctor.oracle.vllm_base import LINEAR_NAMES, MOE_NAMES
+from fp4doctor.selection.engine import engine_auto
 
 if TYPE_CHECKING:
     from fp4doctor.logs.failures import Failure
@@ -96,7 +97,7 @@ def backend_of(ran: Ran) -> str | None:
 def knob_backend(evaluation: Evaluation, value: str) -> str | None:
     """The backend a knob value of the era names ('auto': the engine's own pick)."""
     if value == "auto":
-        return evaluation.engine_auto
+        return engine_auto(evaluation)
     gpus = evaluation.facts.gpus
     cc = gpus[0].cc if gpus else None
     for knob in evaluation.era.knobs:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
@@ -30,7 +29,6 @@ from fp4doctor.rules.host import FIX_GPU_UNREADABLE, host_findings, says_no_verd
 from fp4doctor.versions import bounds, contains, same_version
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
-    from fp4doctor.selection.engine import Pick
     from fp4doctor.smoke.result import SmokeResult
 
 __all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Unverified", "Verdict", "evaluate"]
@@ -108,25 +106,6 @@ class Evaluation:
     def family(self) -> str:
         """The FP4 GEMM family judged (the profile is that family's view)."""
         return self.profile.family or FAMILY_LINEAR
-
-    @cached_property
-    def engine_pick(self) -> Pick:
-        """What the engine, left alone, runs this family on, and what it passes over first."""
-        from fp4doctor.selection import engine as pick
-
-        return pick.family_pick(self)
-
-    @property
-    def engine_auto(self) -> str | None:
-        return self.engine_pick.backend
-
-    @property
-    def engine_as_set(self) -> str | None:
-        """What the engine runs this family on with the variables set here: the backend they
-        select, else its own pick; swapped where a modifier set says (the era's `modifiers`:
-        SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 runs flashinfer_cutedsl weight-only)."""
-        picked = self.env_selection.backend if self.env_selection else self.engine_auto
-        return self.era.replaced(picked, self.context.env)[0]
 
     def valid(self, backend: str) -> bool:
         verdict = self.verdicts.get(backend)

@@ -22,6 +22,7 @@ from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.rules import Evaluation
 from fp4doctor.selection.choice import Resolution, resolve
+from fp4doctor.selection.engine import engine_as_set
 
 SOURCE = "the installed engine's own selection code, asked by fp4doctor/oracle (worker.py ADAPTERS)"
 
@@ -43,7 +44,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     cases = [c for c in answers.cases if c.family == family and c.a16 == a16]
     if not cases:
         return resolution
-    expected = evaluation.engine_as_set
+    expected = engine_as_set(evaluation)
     found: list[Finding] = []
     engine_picks: set[str | None] = set()
     unknown = False  # a kernel the rules do not know: theirs to judge, not fp4doctor's

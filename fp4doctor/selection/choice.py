@@ -23,6 +23,7 @@ from fp4doctor.profile.model import (
     Profile,
 )
 from fp4doctor.rules import Evaluation
+from fp4doctor.selection.engine import engine_auto, family_pick
 from fp4doctor.suggest import did_you_mean
 
 REQUIRE_ANY = "any"
@@ -246,7 +247,7 @@ class _Step:
     def usable(self, name: str) -> bool:
         """Valid here, and reachable: a knob selects it, or the engine picks it by itself."""
         e = self.evaluation
-        reachable = e.era.selecting_knob(name) is not None or name == e.engine_auto
+        reachable = e.era.selecting_knob(name) is not None or name == engine_auto(e)
         return e.valid(name) and reachable
 
     def why_not(self, name: str) -> str:
@@ -281,7 +282,7 @@ def _resolve(
                           findings=tuple(step.findings), as_set=as_set)  # fmt: skip
     # With no preference, the engine's own choice is left to the engine (a knob would narrow
     # it: TensorRT-LLM's allowed list, for one, is profiled per shape).
-    pin = step.wish.named is not None or chosen != evaluation.engine_auto
+    pin = step.wish.named is not None or chosen != engine_auto(evaluation)
     return replace(_knobs(evaluation, chosen, pin, step.notes, step.findings), as_set=as_set)
 
 
@@ -303,12 +304,12 @@ def _automatic_choice(step: _Step) -> str | None:
     backend passed over is said."""
     evaluation, wish = step.evaluation, step.wish
     profile = evaluation.profile
-    own = evaluation.engine_pick.backend
+    own = family_pick(evaluation).backend
     if own is not None and own in wish.allowed and step.usable(own) and wish.named is None:
         # A working setup is never moved off the engine's own valid pick: a risk that is not
         # established is said (its -v rows), not acted on (issue 39's severity policy).
         return own
-    order = [*evaluation.engine_pick.order, *profile.backends]
+    order = [*family_pick(evaluation).order, *profile.backends]
     valid = [b for b in dict.fromkeys(order) if b in wish.allowed and step.usable(b)]
     clean = [b for b in valid if not evaluation.verdicts[b].risks()]
     chosen = clean[0] if clean else (valid[0] if valid else None)
@@ -335,7 +336,7 @@ def _as_set(step: _Step, chosen: str | None) -> AsSet | None:
     its knob), else the engine's own pick."""
     evaluation, label = step.evaluation, step.label
     selection = evaluation.env_selection
-    pick = evaluation.engine_pick
+    pick = family_pick(evaluation)
     if selection is not None:
         from fp4doctor.selection.engine import as_set
 
@@ -370,7 +371,7 @@ def _engine_pick_findings(step: _Step, chosen: str | None, as_set: AsSet | None)
     """The engine's own pick, when it cannot run here: a failure as set when nothing set selects
     another (`env` steers away), a warning otherwise."""
     evaluation, label = step.evaluation, step.label
-    pick = evaluation.engine_pick
+    pick = family_pick(evaluation)
     auto = pick.backend
     fix = 'eval "$(fp4doctor env)"' if chosen else None
     decides = as_set is None or as_set.engine_pick  # nothing set selects another backend

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 Lookup = Callable[[str], Sequence[Finding]]
 
 
+_KEPT = "_fp4doctor_engine_pick"  # where family_pick keeps its answer on an evaluation
+
+
 class Status(enum.Enum):
     """What the engine does with one candidate."""
 
@@ -110,9 +113,30 @@ class Pick:
 
 def family_pick(evaluation: Evaluation) -> Pick:
     """The engine's pick for the family as a whole (its verdicts hold the model's findings,
-    when a model was folded in). Weight-only when every FP4 layer of the family is."""
+    when a model was folded in). Weight-only when every FP4 layer of the family is. Worked out
+    once per evaluation: kept on it as `functools.cached_property` keeps a value (a new
+    evaluation, such as the model's fold, works it out anew)."""
+    kept = evaluation.__dict__.get(_KEPT)
+    if isinstance(kept, Pick):
+        return kept
     walk = _walk(evaluation, evaluation.weight_only)
-    return walk.pick(lambda b: (), _problems(evaluation), None)
+    picked = walk.pick(lambda b: (), _problems(evaluation), None)
+    evaluation.__dict__[_KEPT] = picked
+    return picked
+
+
+def engine_auto(evaluation: Evaluation) -> str | None:
+    """The backend the engine, left alone, runs the family on."""
+    return family_pick(evaluation).backend
+
+
+def engine_as_set(evaluation: Evaluation) -> str | None:
+    """What the engine runs this family on with the variables set here: the backend they
+    select, else its own pick; swapped where a modifier set says (the era's `modifiers`:
+    SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 runs flashinfer_cutedsl weight-only)."""
+    selection = evaluation.env_selection
+    picked = selection.backend if selection else engine_auto(evaluation)
+    return evaluation.era.replaced(picked, evaluation.context.env)[0]
 
 
 def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
@@ -125,7 +149,7 @@ def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
     layers reaches the CuTe-DSL W4A16 kernel); a value that names no kernel of the family
     (`no_kernel`) is dropped for the engine's own pick ("auto": vLLM's --linear-backend triton
     from 0.28) or stops it ("raises"). Otherwise the variables as set decide
-    (`Evaluation.engine_as_set`). The era's modifiers then swap what runs."""
+    (`engine_as_set(Evaluation)`). The era's modifiers then swap what runs."""
     era, env = evaluation.era, evaluation.context.env
     given = _flags(args)
     for knob in era.knobs:
@@ -138,7 +162,7 @@ def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
             return era.replaced(picked, env)[0]
         if knob.names_no_kernel(value) and knob.no_kernel_then == "raises":
             return None
-    return evaluation.engine_as_set
+    return engine_as_set(evaluation)
 
 
 def _flags(args: Sequence[str]) -> dict[str, str]:
