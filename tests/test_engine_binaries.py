@@ -267,7 +267,9 @@ def test_vllm_rules_read_the_module_each_fp4_op_is_called_through(release: str) 
     """tools/extract/data/vllm.json `extensions`: the wheel's extension modules and the torch.ops
     namespace vllm/_custom_ops.py calls each FP4 op through. The CUTLASS GEMM and MoE grouped
     GEMM (`_C`) are read in `_C*`, the Marlin MoE GEMM (`_moe_C`) in `_moe_C*`, and every file a
-    rule reads is in that release's wheel."""
+    rule reads is in that release's wheel; in 0.19-0.23, which ship two `_C` modules, the one
+    whose binary holds the ops (0.20.0-0.23.0: the stable-ABI one; the rule read `_C.abi3.so`
+    there before, a module without them)."""
     built = VLLM_DATA["extensions"][release]
     assert built["ops"]["cutlass_scaled_fp4_mm"] == ["_C"]
     assert built["ops"]["cutlass_fp4_group_mm"] == ["_C"]
@@ -283,6 +285,14 @@ def test_vllm_rules_read_the_module_each_fp4_op_is_called_through(release: str) 
         assert own, (release, backend)
         assert {_namespace(m) for m in own} == {namespace}, (release, backend, own)
         assert own <= set(built["modules"]), (release, backend, own)
+    # Where two modules register `_C` (0.19-0.23), the one whose binary holds the CUTLASS ops.
+    c_modules = [m for m in built["modules"] if _namespace(m) == "_C"]
+    if "held_by_stable_libtorch" in built:
+        stable = "cutlass_scaled_fp4_mm" in built["held_by_stable_libtorch"]
+        c_modules = [m for m in c_modules if m.endswith("_stable_libtorch.abi3.so") == stable]
+    for backend, family in (("cutlass", "linear"), ("cutlass-moe", "moe")):
+        read = {m for m in _modules_read(backend, release, family) if m.startswith("vllm/")}
+        assert read == set(c_modules), (release, backend, read, c_modules)
 
 
 # --- FAKE scans: a module without the GPU's image fails, an unread one is a skip -----------------

@@ -206,6 +206,7 @@ FP4_OPS = (
     "gptq_marlin_gemm",
     "moe_wna16_marlin_gemm",
 )
+LEGACY_C, STABLE_C = "vllm/_C.abi3.so", "vllm/_C_stable_libtorch.abi3.so"
 EXTENSION_RE = re.compile(r"^vllm/_\w*C\w*\.(?:abi3|cpython-[^/]*)\.so$")
 
 
@@ -220,7 +221,17 @@ def extensions(release: Release) -> dict[str, Any]:
         for op in FP4_OPS
         if re.search(rf"torch\.ops\.\w+\.{op}\b", text)
     }
-    return {"modules": modules, "ops": ops}
+    out: dict[str, Any] = {"modules": modules, "ops": ops}
+    if {LEGACY_C, STABLE_C} <= set(modules):
+        # Both register the `_C` namespace (0.19-0.23): which one holds an op is read from the
+        # stable-ABI module itself (1-48 MiB compressed; the legacy one is up to 180 MiB).
+        binary = wheel.read(STABLE_C) or b""
+        out["held_by_stable_libtorch"] = [
+            op
+            for op in FP4_OPS
+            if re.search(rb"(?<![A-Za-z0-9_])" + op.encode() + rb"(?![A-Za-z0-9_])", binary)
+        ]
+    return out
 
 
 def has_nvfp4(release: Release) -> bool:
