@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fp4doctor import facts, profile
 from fp4doctor.facts import CompiledArchs
@@ -31,6 +32,7 @@ from fp4doctor.profile.kinds import get
 from fp4doctor.profile.kinds.base import Context
 from fp4doctor.profile.kinds.compiled_arch import CompiledArch, runs_on
 from fp4doctor.profile.kinds.engine_arg import EngineArg
+from fp4doctor.profile.model import Requirement
 from fp4doctor.profile.schema import parse
 from fp4doctor.profile.yamlnode import ProfileError
 from fp4doctor.rules import evaluate
@@ -224,6 +226,73 @@ def test_real_flashinfer_cubins_refuse_the_trtllm_moe_on_sm120() -> None:
         ]
         assert found and {f.status for f in found} == {status}, (fixture, found)
         assert all(TRTLLM_MOE_CUBINS in f.reason for f in found)
+
+
+# --- every vLLM release: the rules read the module that holds the kernel -----------------------
+
+VLLM_DATA = json.loads((HERE.parent / "tools/extract/data/vllm.json").read_text(encoding="utf-8"))
+VLLM_FIRST = "0.9.0"  # profiles/vllm.yaml's first era
+
+
+def _namespace(module: str) -> str:
+    """The torch.ops namespace a vLLM extension registers: `vllm/_moe_C_stable_libtorch.abi3.so`
+    -> `_moe_C` (the stable-ABI build registers the same namespace)."""
+    return module.split("/")[-1].split(".")[0].removesuffix("_stable_libtorch")
+
+
+def _modules_read(backend: str, release: str, family: str) -> set[str]:
+    """The files the backend's compiled_arch rules read at `release` (named conditions
+    followed, `when` applied)."""
+    host = facts.load(HOSTS / "b200.json")
+    ctx = evaluate(VLLM, host, override_version=release, family=family).context
+    found: set[str] = set()
+
+    def walk(reqs: tuple[Requirement, ...]) -> None:
+        for req in reqs:
+            if not req.applies(ctx):
+                continue
+            if isinstance(req.kind, CompiledArch):
+                found.add(req.kind.module)
+            walk(req.children)
+
+    walk(VLLM.view(family).backends[backend].requires)
+    return found
+
+
+@pytest.mark.parametrize(
+    "release",
+    [v for v in VLLM_DATA["covers"] if Version(v) >= Version(VLLM_FIRST)],
+)
+def test_vllm_rules_read_the_module_each_fp4_op_is_called_through(release: str) -> None:
+    """tools/extract/data/vllm.json `extensions`: the wheel's extension modules and the torch.ops
+    namespace vllm/_custom_ops.py calls each FP4 op through. The CUTLASS GEMM and MoE grouped
+    GEMM (`_C`) are read in `_C*`, the Marlin MoE GEMM (`_moe_C`) in `_moe_C*`, and every file a
+    rule reads is in that release's wheel; in 0.19-0.23, which ship two `_C` modules, the one
+    whose binary holds the ops (0.20.0-0.23.0: the stable-ABI one; the rule read `_C.abi3.so`
+    there before, a module without them)."""
+    built = VLLM_DATA["extensions"][release]
+    assert built["ops"]["cutlass_scaled_fp4_mm"] == ["_C"]
+    assert built["ops"]["cutlass_fp4_group_mm"] == ["_C"]
+    assert built["ops"]["moe_wna16_marlin_gemm"] == ["_moe_C"]
+    checks = (
+        ("cutlass", "linear", "_C"),
+        ("cutlass-moe", "moe", "_C"),
+        ("marlin-moe", "moe", "_moe_C"),
+    )
+    for backend, family, namespace in checks:
+        read = _modules_read(backend, release, family)
+        own = {m for m in read if m.startswith("vllm/")}
+        assert own, (release, backend)
+        assert {_namespace(m) for m in own} == {namespace}, (release, backend, own)
+        assert own <= set(built["modules"]), (release, backend, own)
+    # Where two modules register `_C` (0.19-0.23), the one whose binary holds the CUTLASS ops.
+    c_modules = [m for m in built["modules"] if _namespace(m) == "_C"]
+    if "held_by_stable_libtorch" in built:
+        stable = "cutlass_scaled_fp4_mm" in built["held_by_stable_libtorch"]
+        c_modules = [m for m in c_modules if m.endswith("_stable_libtorch.abi3.so") == stable]
+    for backend, family in (("cutlass", "linear"), ("cutlass-moe", "moe")):
+        read = {m for m in _modules_read(backend, release, family) if m.startswith("vllm/")}
+        assert read == set(c_modules), (release, backend, read, c_modules)
 
 
 # --- FAKE scans: a module without the GPU's image fails, an unread one is a skip -----------------
