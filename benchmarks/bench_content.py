@@ -69,10 +69,15 @@ def with_data(root: Path) -> int:
 
 
 def bytes_read(model: Path, code: Path) -> int:
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, "PYTHONPATH": _path(code)}
     done = subprocess.run([sys.executable, "-c", READ, str(model)], env=env, check=True,
                           capture_output=True, text=True)  # fmt: skip
     return int(done.stdout.split()[-1])
+
+
+def _path(code: Path) -> str:
+    """`code` first on the path, then what PYTHONPATH already holds (the dependencies)."""
+    return os.pathsep.join(p for p in (str(code), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def main() -> int:
@@ -101,7 +106,7 @@ def main() -> int:
                 print(f"{name} {when}: checkpoint.load reads {read} bytes", file=sys.stderr)
                 command = [sys.executable, "-m", "fp4doctor", "check", "--facts", str(FACTS),
                            "--target", "vllm", "--no-smoke", "--model", str(model)]  # fmt: skip
-                env = {"PYTHONPATH": str(code), "PATH": os.environ.get("PATH", ""),
+                env = {"PYTHONPATH": _path(code), "PATH": os.environ.get("PATH", ""),
                        "HOME": os.environ.get("HOME", "/")}  # fmt: skip
                 specs.append(timing.Spec(f"{name} {when}", command, None, (0, 1), env, None))
         results = timing.measure_interleaved(specs, args.runs)

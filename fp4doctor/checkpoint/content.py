@@ -166,7 +166,7 @@ def inspect(
                 modules[path] = {suffix}
     found = _Found()
     patterns = _patterns(modules)
-    nvfp4 = {p for p, s in modules.items() if _is_nvfp4(p, s, infos)}
+    nvfp4 = _nvfp4(modules, infos)
     act_required = quant.format == MODELOPT_NVFP4 and not quant.weight_only_groups
     names_of = CT_NAMES if quant.format in (CT_NVFP4, CT_NVFP4A16) else MODELOPT_NAMES
     checked: set[str] = set()
@@ -246,16 +246,25 @@ def _patterns(modules: Mapping[str, set[str]]) -> dict[str, list[str]]:
     return out
 
 
-def _is_nvfp4(path: str, suffixes: set[str], infos: Mapping[str, TensorInfo]) -> bool:
-    packed = infos.get(f"{path}.weight_packed") or infos.get(f"{path}.weight")
-    scale = infos.get(f"{path}.weight_scale")
-    if packed is not None or scale is not None:
-        return bool(
-            (packed is not None and packed.dtype == "U8")
-            or (scale is not None and scale.dtype == "F8_E4M3")
-            or suffixes & _GLOBAL
-        )
-    return bool(suffixes & (_GLOBAL | {"weight_packed"}))
+def _nvfp4(modules: Mapping[str, set[str]], infos: Mapping[str, TensorInfo]) -> set[str]:
+    """The NVFP4 modules: a packed (U8) weight or F8_E4M3 block scales in the headers read, or a
+    global scale; where neither the weight nor the block scales were read, a `weight_packed`."""
+    typed: set[str] = set()
+    out: set[str] = set()
+    for name, info in infos.items():
+        path, _, suffix = name.rpartition(".")
+        if suffix == "weight_scale":
+            typed.add(path)
+            if info.dtype == "F8_E4M3":
+                out.add(path)
+        elif suffix in ("weight", "weight_packed"):
+            typed.add(path)
+            if info.dtype == "U8":
+                out.add(path)
+    for path, have in modules.items():
+        if not have.isdisjoint(_GLOBAL) or ("weight_packed" in have and path not in typed):
+            out.add(path)
+    return out
 
 
 def _excluded(path: str, patterns: Iterable[str]) -> bool:

@@ -102,9 +102,13 @@ def read_header_sized(path: Path) -> tuple[dict[str, TensorInfo], int]:
             if type(d) is not int or not 0 <= d < _LIMIT:
                 shown = reprlib.repr(shape)  # a 4,000-digit dimension is not a message
                 raise CheckpointError(f"{path}: tensor {name!r}: 'shape' {shown} is not a shape")
-        out[name] = TensorInfo(name, dtype, tuple(shape), _span(entry.get("data_offsets"), start))
+        # tuple.__new__: the NamedTuple's own __new__ is Python code, 100,000s of calls.
+        info = (name, dtype, tuple(shape), _span(entry.get("data_offsets"), start))
+        out[name] = _new(TensorInfo, info)
     return out, start
 
+
+_new = tuple.__new__
 
 # safetensors keeps a shape and offsets as usize (safetensors/src/tensor.rs TensorInfo): 64 bits.
 _LIMIT = 1 << 64
