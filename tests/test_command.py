@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from fp4doctor import profile
 from fp4doctor.command import ARGS_VARIABLES, FIELDS, CommandError, EngineCommand, Setting, parse
@@ -915,3 +916,33 @@ def test_parsing_imports_no_engine_nor_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_autotune_switch_of_the_cold_start_rules_is_the_release_s_flag() -> None:
+    """profiles/coldstart.yaml's vLLM `autotune:` entries: where an entry names `disable_arg`,
+    every covered release of its range reads that flag as autotune off; where the release
+    tunes with no knob (0.10.2-0.15.1), the flag is refused, as the engine refuses it, so that
+    `--autotune off` cannot be set where the release cannot honour it."""
+    from fp4doctor.versions import contains
+
+    rules = yaml.safe_load((ROOT / "profiles" / "coldstart.yaml").read_text())["autotune"]
+    data = load("vllm")
+    assert data is not None
+    checked = 0
+    for rule in rules:
+        if rule["target"] != "vllm":
+            continue
+        spec = SpecifierSet(rule["engine"])
+        for release in (r for r in data.releases if contains(spec, r)):
+            arg = rule.get("disable_arg")
+            if arg is not None:
+                assert vllm(arg, release=release).value("autotune") is False, (release, arg)
+            elif rule["tunes"]:
+                refused(
+                    ["vllm", "serve", M, "--no-enable-flashinfer-autotune"],
+                    release,
+                    r"unrecognized arguments: --no-enable-flashinfer-autotune "
+                    r"\(--no-enable-flashinfer-autotune: introduced in vllm 0.16.0\)",
+                )
+            checked += 1
+    assert checked == len(data.releases)  # each covered release in exactly one rule
