@@ -123,6 +123,14 @@ def test_a_command_that_is_no_engine_server_is_refused(argv: list[str], match: s
     refused(argv, None, match)
 
 
+def test_sglang_serve_model_type_selector_is_not_a_server_flag() -> None:
+    argv = ["sglang", "serve", "--model-type", "llm", "--model-path", M, "--tp", "2"]
+    cmd = parse(argv, release="0.5.23")
+    assert values(cmd) == {"model": M, "tp": 2}
+    assert any("--model-type llm: the serve backend" in n for n in cmd.notes)
+    refused(argv, "0.5.9", r"unrecognized arguments: --model-type llm$")
+
+
 def test_sglang_without_model_path_is_read_and_says_so() -> None:
     cmd = parse(["python", "-m", "sglang.launch_server", "--tp", "2"], release="0.5.23")
     assert cmd.model is None and cmd.value("tp") == 2

@@ -11,6 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from packaging.version import Version
+
 from fp4doctor.command import fields as fieldmap
 from fp4doctor.command import trtllm
 from fp4doctor.command.flagdata import Option, ReleaseFlags, flags_for
@@ -68,7 +70,7 @@ def parse(
             "and an unknown one is named, not refused"
         )
     reader = Reader(flags, label, known)
-    stream = [Word(w) for w in launch.words]
+    stream = [Word(w) for w in _serve_selector(launch, flags, notes)]
     variable = ARGS_VARIABLES[launch.target]
     if environ is not None and environ.get(variable, "").strip():
         stream += [Word(w, variable) for w in environ[variable].split()]
@@ -109,6 +111,31 @@ def parse(
         environment=MappingProxyType(dict(launch.environment)),
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+# `sglang serve --model-type NAME` picks the serve backend and is taken out of the words before
+# the server's parser sees them (sglang/cli/serve.py _extract_model_type_override, 0.5.10rc0+).
+_MODEL_TYPE_FROM = Version("0.5.10rc0")
+
+
+def _serve_selector(launch: Launch, flags: ReleaseFlags | None, notes: list[str]) -> list[str]:
+    words = list(launch.words)
+    if launch.entry != "sglang serve" or flags is None or Version(flags.release) < _MODEL_TYPE_FROM:
+        return words
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "--model-type" and i + 1 < len(words):
+            notes.append(f"sglang serve --model-type {words[i + 1]}: the serve backend, not read")
+            i += 2
+            continue
+        if words[i].startswith("--model-type="):
+            notes.append(f"sglang serve {words[i]}: the serve backend, not read")
+            i += 1
+            continue
+        out.append(words[i])
+        i += 1
+    return out
 
 
 def _expand_config(
