@@ -402,9 +402,10 @@ def test_trtllm_flags_and_its_options_file(tmp_path: Path) -> None:
 
 
 def test_trtllm_unknown_option_is_named_not_refused() -> None:
-    cmd = parse(["trtllm-serve", M, "--some_new_option", "x", "--tp_size", "2"])
-    assert cmd.value("tp") == 2
+    cmd = parse(["trtllm-serve", M, "--some_new_option", "x", "--tp_size", "2", "--tp", "3"])
+    assert cmd.value("tp") == 2  # click takes no prefix of a name: --tp is unknown
     assert any(n.startswith("--some_new_option: not known to fp4doctor") for n in cmd.notes)
+    assert any(n.startswith("--tp: not known to fp4doctor") for n in cmd.notes)
 
 
 # -- errors: what the release's parser refuses ---------------------------------------------------

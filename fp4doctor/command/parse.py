@@ -69,7 +69,7 @@ def parse(
             "trtllm-serve's options are read from its source (tensorrt_llm/commands/serve.py), "
             "and an unknown one is named, not refused"
         )
-    reader = Reader(flags, label, known)
+    reader = Reader(flags, label, known, abbreviations=launch.target != "trtllm")
     stream = [Word(w) for w in _serve_selector(launch, flags, notes)]
     variable = ARGS_VARIABLES[launch.target]
     if environ is not None and environ.get(variable, "").strip():

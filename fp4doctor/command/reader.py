@@ -78,9 +78,16 @@ class Reader:
     """argparse's reading of one release's options (or of no known options, when `flags` is
     None: every option is then named in the notes and its value guessed from the next word)."""
 
-    def __init__(self, flags: ReleaseFlags | None, title: str, known: dict[str, Option]) -> None:
+    def __init__(
+        self,
+        flags: ReleaseFlags | None,
+        title: str,
+        known: dict[str, Option],
+        abbreviations: bool = True,
+    ) -> None:
         self.flags = flags
         self.title = title  # "vllm 0.34.0": the label of every error
+        self.abbreviations = abbreviations  # argparse's allow_abbrev (click has none)
         self.options: dict[str, Option] = dict(flags.options) if flags is not None else {}
         self.options.update(known)
 
@@ -97,7 +104,7 @@ class Reader:
         name, eq, explicit = text.partition("=")
         if eq and name in self.options:
             return self.options[name], name, explicit
-        if text.startswith("--"):
+        if text.startswith("--") and self.abbreviations:
             prefix = name if eq else text
             hits = sorted(o for o in self.options if o.startswith(prefix) and o.startswith("--"))
             if len(hits) == 1:
