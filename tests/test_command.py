@@ -193,6 +193,7 @@ def test_sglang_without_model_path_is_read_and_says_so() -> None:
         (["--max-num-batched-tokens", "8k"], "max_num_batched_tokens", 8000),
         (["--max-num-batched-tokens", "8K"], "max_num_batched_tokens", 8192),
         (["--hf-overrides", '{"num_hidden_layers": 2}'], "hf_overrides", {"num_hidden_layers": 2}),
+        (["--hf-overrides", "my_module.override"], "hf_overrides", "my_module.override"),
     ],
 )
 def test_vllm_flags_set_their_field(flags: list[str], field: str, value: Any) -> None:
@@ -485,9 +486,22 @@ def test_trtllm_unknown_option_is_named_not_refused() -> None:
             r"^vllm 0.34.0: argument --kernel-config: not valid JSON",
         ),
         (
-            ["vllm", "serve", M, "--hf-overrides", "[1]"],
+            ["vllm", "serve", M, "--hf-overrides", "{1}"],
             "0.34.0",
-            r"argument --hf-overrides: expected a JSON object",
+            r"argument --hf-overrides: not valid JSON",
+        ),
+        (
+            [
+                "python",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                M,
+                "--json-model-override-args",
+                "[1]",
+            ],
+            "0.5.23",
+            r"argument --json-model-override-args: expected a JSON object",
         ),
         (["vllm", "serve", M, "extra-word"], "0.34.0", r"unrecognized arguments: extra-word"),
         (

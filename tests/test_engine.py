@@ -180,6 +180,7 @@ _VLLM_LINES = [
     [_M, "--disable-expert-parallel", "-tp", "2"],
     [_M, "--no-enable-expert-parallel"],
     [_M, "--hf-overrides", '{"num_hidden_layers": 2}'],
+    [_M, "--hf-overrides", "not_json_text"],
     [_M, "--config", "{config}", "--moe-backend", "cutlass"],
     [_M, "--no-such-flag"],
     [_M, "-tp"],

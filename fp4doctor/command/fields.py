@@ -182,8 +182,16 @@ VLLM: Mapping[str, Handler] = {
     "dtype": _as_text("dtype"),
     "quantization": _as_text("quantization"),
     "max_num_batched_tokens": _as_int("max_num_batched_tokens"),
-    "hf_overrides": _field("hf_overrides", lambda f, g: _json_object(f.label, g)),
+    "hf_overrides": _field("hf_overrides", lambda f, g: _union_dict_and_str(f.label, g)),
 }
+
+
+def _union_dict_and_str(label: str, g: Given) -> Any:
+    """vLLM's `union_dict_and_str` (vllm/engine/arg_utils.py, --hf-overrides): a JSON object
+    when the value is `{...}`, else the text itself."""
+    if isinstance(g.value, dict) or re.match(r"(?s)^\s*{.*}\s*$", str(g.value)):
+        return _json_object(label, g)
+    return _text(g)
 
 
 def _vllm_kernel_fields(f: Fields) -> None:
