@@ -123,6 +123,16 @@ def test_a_command_that_is_no_engine_server_is_refused(argv: list[str], match: s
     refused(argv, None, match)
 
 
+def test_sglang_serve_exists_from_0_5_5() -> None:
+    assert parse(["sglang", "serve", "--model-path", M], release="0.5.5").model == M
+    refused(
+        ["sglang", "serve", "--model-path", M],
+        "0.5.4.post3",
+        r"^sglang 0.5.4.post3: sglang serve: the `sglang` command is installed from SGLang "
+        r"0.5.5; this release starts with python -m sglang.launch_server$",
+    )
+
+
 def test_sglang_serve_model_type_selector_is_not_a_server_flag() -> None:
     argv = ["sglang", "serve", "--model-type", "llm", "--model-path", M, "--tp", "2"]
     cmd = parse(argv, release="0.5.23")

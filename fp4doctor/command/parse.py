@@ -70,7 +70,7 @@ def parse(
             "and an unknown one is named, not refused"
         )
     reader = Reader(flags, label, known, abbreviations=launch.target != "trtllm")
-    stream = [Word(w) for w in _serve_selector(launch, flags, notes)]
+    stream = [Word(w) for w in _serve_words(launch, flags, notes)]
     variable = ARGS_VARIABLES[launch.target]
     if environ is not None and environ.get(variable, "").strip():
         stream += [Word(w, variable) for w in environ[variable].split()]
@@ -113,14 +113,27 @@ def parse(
     )
 
 
+# The `sglang` console script (`sglang serve`): *.dist-info/entry_points.txt of the SGLang wheels
+# has `sglang = sglang.cli.main:main` from 0.5.5 on.
+_SGLANG_SERVE_FROM = Version("0.5.5")
 # `sglang serve --model-type NAME` picks the serve backend and is taken out of the words before
 # the server's parser sees them (sglang/cli/serve.py _extract_model_type_override, 0.5.10rc0+).
 _MODEL_TYPE_FROM = Version("0.5.10rc0")
 
 
-def _serve_selector(launch: Launch, flags: ReleaseFlags | None, notes: list[str]) -> list[str]:
+def _serve_words(launch: Launch, flags: ReleaseFlags | None, notes: list[str]) -> list[str]:
+    """The words the server's parser reads: `sglang serve` refused before the release that
+    installs it, its `--model-type` selector taken out."""
     words = list(launch.words)
-    if launch.entry != "sglang serve" or flags is None or Version(flags.release) < _MODEL_TYPE_FROM:
+    if launch.entry != "sglang serve" or flags is None:
+        return words
+    release = Version(flags.release)
+    if release < _SGLANG_SERVE_FROM:
+        raise CommandError(
+            f"{flags.label}: sglang serve: the `sglang` command is installed from SGLang "
+            "0.5.5; this release starts with python -m sglang.launch_server"
+        )
+    if release < _MODEL_TYPE_FROM:
         return words
     out: list[str] = []
     i = 0
