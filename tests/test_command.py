@@ -412,6 +412,14 @@ def test_trtllm_flags_and_its_options_file(tmp_path: Path) -> None:
     assert any("TensorRT-LLM" in n and "not refused" in n for n in cmd.notes)
 
 
+def test_trtllm_options_file_that_cannot_be_read_is_named_as_written() -> None:
+    refused(
+        ["trtllm-serve", M, "--extra_llm_api_options", "/nonexistent/x.yaml"],
+        None,
+        r"^trtllm: --extra_llm_api_options /nonexistent/x.yaml: cannot read it",
+    )
+
+
 def test_trtllm_unknown_option_is_named_not_refused() -> None:
     cmd = parse(["trtllm-serve", M, "--some_new_option", "x", "--tp_size", "2", "--tp", "3"])
     assert cmd.value("tp") == 2  # click takes no prefix of a name: --tp is unknown

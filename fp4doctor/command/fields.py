@@ -337,10 +337,12 @@ def trtllm_derived(f: Fields) -> None:
     extra = f.settings.pop("_extra", None)
     if extra is None:
         return
-    got = config_file([Word("--config", extra.source), Word(extra.value, extra.source)], f.label)
+    flag = extra.flag.split(" ", 1)[0].partition("=")[0]
+    words = [Word("--config", extra.source), Word(extra.value, extra.source)]
+    got = config_file(words, f.label, flag)
     assert got is not None
     path, data, _ = got
-    source = f"{extra.flag.split(' ', 1)[0].partition('=')[0]} {path}"
+    source = f"{flag} {path}"
 
     def put(name: str, value: Any, key: str) -> None:
         f.settings[name] = Setting(value, key, source)
