@@ -118,14 +118,6 @@ def _constant(name: str, value: Any) -> Handler:
     return handle
 
 
-def _both(*handlers: Handler) -> Handler:
-    def handle(f: Fields, g: Given) -> None:
-        for h in handlers:
-            h(f, g)
-
-    return handle
-
-
 # -- vLLM --------------------------------------------------------------------------------------
 
 
