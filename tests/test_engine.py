@@ -325,7 +325,9 @@ def _same(ours: Any, theirs: Any) -> bool:
     return str(ours).lower() == str(theirs).lower()
 
 
-@pytest.mark.parametrize(("engine", "release"), agreement.RELEASES, ids="-".join)
+@pytest.mark.parametrize(
+    ("engine", "release"), agreement.RELEASES, ids=[f"{e}-{r}" for e, r in agreement.RELEASES]
+)
 def test_command_line_reads_as_the_engine_parses_it(
     tmp_path: Path, engine: str, release: str
 ) -> None:
