@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from fp4doctor import profile
 from fp4doctor.command import ARGS_VARIABLES, FIELDS, CommandError, EngineCommand, Setting, parse
@@ -122,6 +123,24 @@ def test_a_command_that_is_no_engine_server_is_refused(argv: list[str], match: s
     refused(argv, None, match)
 
 
+def test_sglang_serve_exists_from_0_5_5() -> None:
+    assert parse(["sglang", "serve", "--model-path", M], release="0.5.5").model == M
+    refused(
+        ["sglang", "serve", "--model-path", M],
+        "0.5.4.post3",
+        r"^sglang 0.5.4.post3: sglang serve: the `sglang` command is installed from SGLang "
+        r"0.5.5; this release starts with python -m sglang.launch_server$",
+    )
+
+
+def test_sglang_serve_model_type_selector_is_not_a_server_flag() -> None:
+    argv = ["sglang", "serve", "--model-type", "llm", "--model-path", M, "--tp", "2"]
+    cmd = parse(argv, release="0.5.23")
+    assert values(cmd) == {"model": M, "tp": 2}
+    assert any("--model-type llm: the serve backend" in n for n in cmd.notes)
+    refused(argv, "0.5.9", r"unrecognized arguments: --model-type llm$")
+
+
 def test_sglang_without_model_path_is_read_and_says_so() -> None:
     cmd = parse(["python", "-m", "sglang.launch_server", "--tp", "2"], release="0.5.23")
     assert cmd.model is None and cmd.value("tp") == 2
@@ -184,6 +203,7 @@ def test_sglang_without_model_path_is_read_and_says_so() -> None:
         (["--max-num-batched-tokens", "8k"], "max_num_batched_tokens", 8000),
         (["--max-num-batched-tokens", "8K"], "max_num_batched_tokens", 8192),
         (["--hf-overrides", '{"num_hidden_layers": 2}'], "hf_overrides", {"num_hidden_layers": 2}),
+        (["--hf-overrides", "my_module.override"], "hf_overrides", "my_module.override"),
     ],
 )
 def test_vllm_flags_set_their_field(flags: list[str], field: str, value: Any) -> None:
@@ -392,10 +412,19 @@ def test_trtllm_flags_and_its_options_file(tmp_path: Path) -> None:
     assert any("TensorRT-LLM" in n and "not refused" in n for n in cmd.notes)
 
 
+def test_trtllm_options_file_that_cannot_be_read_is_named_as_written() -> None:
+    refused(
+        ["trtllm-serve", M, "--extra_llm_api_options", "/nonexistent/x.yaml"],
+        None,
+        r"^trtllm: --extra_llm_api_options /nonexistent/x.yaml: cannot read it",
+    )
+
+
 def test_trtllm_unknown_option_is_named_not_refused() -> None:
-    cmd = parse(["trtllm-serve", M, "--some_new_option", "x", "--tp_size", "2"])
-    assert cmd.value("tp") == 2
+    cmd = parse(["trtllm-serve", M, "--some_new_option", "x", "--tp_size", "2", "--tp", "3"])
+    assert cmd.value("tp") == 2  # click takes no prefix of a name: --tp is unknown
     assert any(n.startswith("--some_new_option: not known to fp4doctor") for n in cmd.notes)
+    assert any(n.startswith("--tp: not known to fp4doctor") for n in cmd.notes)
 
 
 # -- errors: what the release's parser refuses ---------------------------------------------------
@@ -475,9 +504,22 @@ def test_trtllm_unknown_option_is_named_not_refused() -> None:
             r"^vllm 0.34.0: argument --kernel-config: not valid JSON",
         ),
         (
-            ["vllm", "serve", M, "--hf-overrides", "[1]"],
+            ["vllm", "serve", M, "--hf-overrides", "{1}"],
             "0.34.0",
-            r"argument --hf-overrides: expected a JSON object",
+            r"argument --hf-overrides: not valid JSON",
+        ),
+        (
+            [
+                "python",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                M,
+                "--json-model-override-args",
+                "[1]",
+            ],
+            "0.5.23",
+            r"argument --json-model-override-args: expected a JSON object",
         ),
         (["vllm", "serve", M, "extra-word"], "0.34.0", r"unrecognized arguments: extra-word"),
         (
@@ -915,3 +957,33 @@ def test_parsing_imports_no_engine_nor_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_autotune_switch_of_the_cold_start_rules_is_the_release_s_flag() -> None:
+    """profiles/coldstart.yaml's vLLM `autotune:` entries: where an entry names `disable_arg`,
+    every covered release of its range reads that flag as autotune off; where the release
+    tunes with no knob (0.10.2-0.15.1), the flag is refused, as the engine refuses it, so that
+    `--autotune off` cannot be set where the release cannot honour it."""
+    from fp4doctor.versions import contains
+
+    rules = yaml.safe_load((ROOT / "profiles" / "coldstart.yaml").read_text())["autotune"]
+    data = load("vllm")
+    assert data is not None
+    checked = 0
+    for rule in rules:
+        if rule["target"] != "vllm":
+            continue
+        spec = SpecifierSet(rule["engine"])
+        for release in (r for r in data.releases if contains(spec, r)):
+            arg = rule.get("disable_arg")
+            if arg is not None:
+                assert vllm(arg, release=release).value("autotune") is False, (release, arg)
+            elif rule["tunes"]:
+                refused(
+                    ["vllm", "serve", M, "--no-enable-flashinfer-autotune"],
+                    release,
+                    r"unrecognized arguments: --no-enable-flashinfer-autotune "
+                    r"\(--no-enable-flashinfer-autotune: introduced in vllm 0.16.0\)",
+                )
+            checked += 1
+    assert checked == len(data.releases)  # each covered release in exactly one rule

@@ -280,6 +280,7 @@ _VLLM_LINES = [
     [_M, "--disable-expert-parallel", "-tp", "2"],
     [_M, "--no-enable-expert-parallel"],
     [_M, "--hf-overrides", '{"num_hidden_layers": 2}'],
+    [_M, "--hf-overrides", "not_json_text"],
     [_M, "--config", "{config}", "--moe-backend", "cutlass"],
     [_M, "--no-such-flag"],
     [_M, "-tp"],
@@ -424,7 +425,9 @@ def _same(ours: Any, theirs: Any) -> bool:
     return str(ours).lower() == str(theirs).lower()
 
 
-@pytest.mark.parametrize(("engine", "release"), agreement.RELEASES, ids="-".join)
+@pytest.mark.parametrize(
+    ("engine", "release"), agreement.RELEASES, ids=[f"{e}-{r}" for e, r in agreement.RELEASES]
+)
 def test_command_line_reads_as_the_engine_parses_it(
     tmp_path: Path, engine: str, release: str
 ) -> None:

@@ -57,7 +57,8 @@ engine default):
 - max_num_batched_tokens (int): vLLM --max-num-batched-tokens (8k, 8K read as vLLM does);
   TensorRT-LLM --max_num_tokens.
 - chunked_prefill_size (int): SGLang --chunked-prefill-size.
-- hf_overrides (dict): vLLM --hf-overrides; SGLang --json-model-override-args.
+- hf_overrides (dict, or str): vLLM --hf-overrides (a JSON object, else its text, as
+  vLLM's union_dict_and_str keeps it); SGLang --json-model-override-args.
 
 Backend values are the engine's own spelling, after its own normalisation (vLLM lower-cases
 --moe-backend/--linear-backend and turns `-` into `_`). docs/command-line.md has the details.

@@ -118,14 +118,6 @@ def _constant(name: str, value: Any) -> Handler:
     return handle
 
 
-def _both(*handlers: Handler) -> Handler:
-    def handle(f: Fields, g: Given) -> None:
-        for h in handlers:
-            h(f, g)
-
-    return handle
-
-
 # -- vLLM --------------------------------------------------------------------------------------
 
 
@@ -182,8 +174,16 @@ VLLM: Mapping[str, Handler] = {
     "dtype": _as_text("dtype"),
     "quantization": _as_text("quantization"),
     "max_num_batched_tokens": _as_int("max_num_batched_tokens"),
-    "hf_overrides": _field("hf_overrides", lambda f, g: _json_object(f.label, g)),
+    "hf_overrides": _field("hf_overrides", lambda f, g: _union_dict_and_str(f.label, g)),
 }
+
+
+def _union_dict_and_str(label: str, g: Given) -> Any:
+    """vLLM's `union_dict_and_str` (vllm/engine/arg_utils.py, --hf-overrides): a JSON object
+    when the value is `{...}`, else the text itself."""
+    if isinstance(g.value, dict) or re.match(r"(?s)^\s*{.*}\s*$", str(g.value)):
+        return _json_object(label, g)
+    return _text(g)
 
 
 def _vllm_kernel_fields(f: Fields) -> None:
@@ -329,10 +329,12 @@ def trtllm_derived(f: Fields) -> None:
     extra = f.settings.pop("_extra", None)
     if extra is None:
         return
-    got = config_file([Word("--config", extra.source), Word(extra.value, extra.source)], f.label)
+    flag = extra.flag.split(" ", 1)[0].partition("=")[0]
+    words = [Word("--config", extra.source), Word(extra.value, extra.source)]
+    got = config_file(words, f.label, flag)
     assert got is not None
     path, data, _ = got
-    source = f"{extra.flag.split(' ', 1)[0].partition('=')[0]} {path}"
+    source = f"{flag} {path}"
 
     def put(name: str, value: Any, key: str) -> None:
         f.settings[name] = Setting(value, key, source)

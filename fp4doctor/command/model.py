@@ -30,7 +30,7 @@ FIELDS: Mapping[str, str] = MappingProxyType(
         "quantization": "str",
         "max_num_batched_tokens": "int",
         "chunked_prefill_size": "int",
-        "hf_overrides": "dict",
+        "hf_overrides": "dict | str",
     }
 )
 COMMAND_LINE = "command line"

@@ -11,6 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from packaging.version import Version
+
 from fp4doctor.command import fields as fieldmap
 from fp4doctor.command import trtllm
 from fp4doctor.command.flagdata import Option, ReleaseFlags, flags_for
@@ -67,8 +69,8 @@ def parse(
             "trtllm-serve's options are read from its source (tensorrt_llm/commands/serve.py), "
             "and an unknown one is named, not refused"
         )
-    reader = Reader(flags, label, known)
-    stream = [Word(w) for w in launch.words]
+    reader = Reader(flags, label, known, abbreviations=launch.target != "trtllm")
+    stream = [Word(w) for w in _serve_words(launch, flags, notes)]
     variable = ARGS_VARIABLES[launch.target]
     if environ is not None and environ.get(variable, "").strip():
         stream += [Word(w, variable) for w in environ[variable].split()]
@@ -109,6 +111,44 @@ def parse(
         environment=MappingProxyType(dict(launch.environment)),
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+# The `sglang` console script (`sglang serve`): *.dist-info/entry_points.txt of the SGLang wheels
+# has `sglang = sglang.cli.main:main` from 0.5.5 on.
+_SGLANG_SERVE_FROM = Version("0.5.5")
+# `sglang serve --model-type NAME` picks the serve backend and is taken out of the words before
+# the server's parser sees them (sglang/cli/serve.py _extract_model_type_override, 0.5.10rc0+).
+_MODEL_TYPE_FROM = Version("0.5.10rc0")
+
+
+def _serve_words(launch: Launch, flags: ReleaseFlags | None, notes: list[str]) -> list[str]:
+    """The words the server's parser reads: `sglang serve` refused before the release that
+    installs it, its `--model-type` selector taken out."""
+    words = list(launch.words)
+    if launch.entry != "sglang serve" or flags is None:
+        return words
+    release = Version(flags.release)
+    if release < _SGLANG_SERVE_FROM:
+        raise CommandError(
+            f"{flags.label}: sglang serve: the `sglang` command is installed from SGLang "
+            "0.5.5; this release starts with python -m sglang.launch_server"
+        )
+    if release < _MODEL_TYPE_FROM:
+        return words
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "--model-type" and i + 1 < len(words):
+            notes.append(f"sglang serve --model-type {words[i + 1]}: the serve backend, not read")
+            i += 2
+            continue
+        if words[i].startswith("--model-type="):
+            notes.append(f"sglang serve {words[i]}: the serve backend, not read")
+            i += 1
+            continue
+        out.append(words[i])
+        i += 1
+    return out
 
 
 def _expand_config(

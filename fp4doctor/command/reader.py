@@ -78,9 +78,16 @@ class Reader:
     """argparse's reading of one release's options (or of no known options, when `flags` is
     None: every option is then named in the notes and its value guessed from the next word)."""
 
-    def __init__(self, flags: ReleaseFlags | None, title: str, known: dict[str, Option]) -> None:
+    def __init__(
+        self,
+        flags: ReleaseFlags | None,
+        title: str,
+        known: dict[str, Option],
+        abbreviations: bool = True,
+    ) -> None:
         self.flags = flags
         self.title = title  # "vllm 0.34.0": the label of every error
+        self.abbreviations = abbreviations  # argparse's allow_abbrev (click has none)
         self.options: dict[str, Option] = dict(flags.options) if flags is not None else {}
         self.options.update(known)
 
@@ -97,7 +104,7 @@ class Reader:
         name, eq, explicit = text.partition("=")
         if eq and name in self.options:
             return self.options[name], name, explicit
-        if text.startswith("--"):
+        if text.startswith("--") and self.abbreviations:
             prefix = name if eq else text
             hits = sorted(o for o in self.options if o.startswith(prefix) and o.startswith("--"))
             if len(hits) == 1:
@@ -216,7 +223,9 @@ def _dest(option: str) -> str:
 # -- --config FILE.yaml ------------------------------------------------------------------------
 
 
-def config_file(words: list[Word], label: str) -> tuple[str, dict[str, Any], int] | None:
+def config_file(
+    words: list[Word], label: str, flag: str = "--config"
+) -> tuple[str, dict[str, Any], int] | None:
     """The `--config FILE` of the words: (file, its keys, the index of `--config`); None when
     there is none. A missing or unreadable file, or not a mapping, is a CommandError."""
     at = [i for i, w in enumerate(words) if w.text == "--config" or w.text.startswith("--config=")]
@@ -230,24 +239,24 @@ def config_file(words: list[Word], label: str) -> tuple[str, dict[str, Any], int
     elif i + 1 < len(words):
         path = words[i + 1].text
     else:
-        raise CommandError(f"{label}: --config: no config file given")
+        raise CommandError(f"{label}: {flag}: no config file given")
     if not path.endswith((".yaml", ".yml")):
-        raise CommandError(f"{label}: --config {path}: the config file must be YAML (.yaml/.yml)")
+        raise CommandError(f"{label}: {flag} {path}: the config file must be YAML (.yaml/.yml)")
     try:
         text = Path(path).read_text()
     except OSError as e:
-        raise CommandError(f"{label}: --config {path}: cannot read it ({e.strerror})") from None
+        raise CommandError(f"{label}: {flag} {path}: cannot read it ({e.strerror})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(e, "problem", None) or type(e).__name__
-        raise CommandError(f"{label}: --config {path}: not valid YAML ({where}{problem})") from None
+        raise CommandError(f"{label}: {flag} {path}: not valid YAML ({where}{problem})") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise CommandError(f"{label}: --config {path}: must hold a mapping of flags at its top")
+        raise CommandError(f"{label}: {flag} {path}: must hold a mapping of flags at its top")
     return path, data, i
 
 

@@ -10,9 +10,10 @@ records of releases read before must come out byte for byte the same (a record t
 is printed as CHANGED: an extractor changed, or a release was re-uploaded). For each new
 release, the fields that differ from the release before it are printed. Then
 tools/extract/releases.py rewrites profiles/releases.yaml (newest_known per engine, FlashInfer
-pins the index lacks). Nothing in profiles/*.yaml is edited: where a profile disagrees with the
-new data, tests/test_release_data*.py and tests/test_moe_release_data.py fail at that release,
-which is the to-do list of the refresh.
+pins the index lacks), and tools/extract/flags.py profiles/flags/*.json (every option of each
+covered release's server parser, read by fp4doctor.command). Nothing in profiles/*.yaml is
+edited: where a profile disagrees with the new data, tests/test_release_data*.py and
+tests/test_moe_release_data.py fail at that release, which is the to-do list of the refresh.
 
 The last run's report is kept in tools/extract/data/last-refresh.txt.
 
@@ -156,7 +157,29 @@ def refresh(only: list[str]) -> tuple[list[str], bool]:
     if new != old:
         changed = [line for line in new.splitlines() if line not in old.splitlines()]
         lines += [f"profiles/releases.yaml: {line.strip()}" for line in changed]
+    engines = [e for e in ("vllm", "sglang") if not only or e in only]
+    if engines:
+        lines += _flags(engines)
+        failed = failed or any(line.endswith("data left as it was") for line in lines)
     return lines, failed
+
+
+def _flags(engines: list[str]) -> list[str]:
+    """tools/extract/flags.py over the engines' covered releases: what it changed."""
+    paths = {e: ROOT / "profiles" / "flags" / f"{e}.json" for e in engines}
+    before = {e: p.read_text(encoding="utf-8") if p.is_file() else "" for e, p in paths.items()}
+    code = _run(str(HERE / "flags.py"), *engines)
+    if code != 0:
+        return [f"profiles/flags: flags.py failed (exit {code}); data left as it was"]
+    out = []
+    for engine, path in paths.items():
+        if path.read_text(encoding="utf-8") != before[engine]:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out.append(
+                f"profiles/flags/{engine}.json: rewritten ({len(data['releases'])} releases, "
+                f"{len(data['complete'])} read completely)"
+            )
+    return out
 
 
 def main() -> None:
