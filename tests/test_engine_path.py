@@ -258,3 +258,31 @@ def test_a_well_formed_rule_loads_and_is_inherited(tmp_path: Path) -> None:
     (knob,) = era.knobs
     assert knob.walk and knob.no_kernel == ("t",) and knob.no_kernel_then == "raises"
     assert knob.backends_for("x") == ["a", "b"] and knob.names_no_kernel("t")
+
+
+# --- weight-only experts, per engine ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["b200", "rtx5090", "h200"])
+def test_sglangs_compressed_tensors_w4a16_experts_run_marlin(host: str) -> None:
+    """SGLang 0.5.23's CompressedTensorsW4A16Nvfp4MoE builds a Marlin runner whatever the MoE
+    runner backend (asked of 0.5.23: tools/engine_agreement.py, format ct-nvfp4a16)."""
+    from fp4doctor import checkpoint
+    from fp4doctor.checkpoint import constraints, judge
+    from fp4doctor.pick import family_pick
+
+    ckpt = checkpoint.load(str(HOSTS.parent / "checkpoints" / "qwen3-30b-a3b-nvfp4a16"))
+    ev = judged(host, "0.5.23", family="moe", target="sglang")
+    model = judge.judge(ckpt, SGLANG, "0.5.23", constraints.load())
+    assert family_pick(model.fold(ev)).backend == "marlin-moe"
+
+
+def test_vllm_0_18s_w4a16_experts_are_marlins_alone() -> None:
+    from fp4doctor import checkpoint
+    from fp4doctor.checkpoint import constraints, judge
+    from fp4doctor.pick import family_pick
+
+    ckpt = checkpoint.load(str(HOSTS.parent / "checkpoints" / "qwen3-30b-a3b-nvfp4a16"))
+    ev = judged("b200", "0.18.0", family="moe")
+    model = judge.judge(ckpt, VLLM, "0.18.0", constraints.load())
+    assert family_pick(model.fold(ev)).backend == "marlin-moe"

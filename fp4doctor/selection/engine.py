@@ -278,7 +278,9 @@ def _walk(evaluation: Evaluation, weight_only: bool) -> _Walk:
     if not evaluation.facts.gpus:  # the engine stops before it chooses
         return _Walk(family, weight_only, (), (), None)
     entry = _entry(evaluation) if weight_only else None
-    if weight_only and family == FAMILY_LINEAR:
+    # The linear family's weight-only layers go down the release's weight-only branch; an
+    # experts entry with its own `pick` too (SGLang's compressed-tensors W4A16 experts: Marlin).
+    if weight_only and (family == FAMILY_LINEAR or (entry is not None and entry.pick)):
         if entry is None:
             return _Walk(family, True, (), (), None, known=False)
         return _weight_only(evaluation, entry)
