@@ -269,7 +269,7 @@ def test_sglangs_compressed_tensors_w4a16_experts_run_marlin(host: str) -> None:
     runner backend (asked of 0.5.23: tools/engine_agreement.py, format ct-nvfp4a16)."""
     from fp4doctor import checkpoint
     from fp4doctor.checkpoint import constraints, judge
-    from fp4doctor.pick import family_pick
+    from fp4doctor.selection.engine import family_pick
 
     ckpt = checkpoint.load(str(HOSTS.parent / "checkpoints" / "qwen3-30b-a3b-nvfp4a16"))
     ev = judged(host, "0.5.23", family="moe", target="sglang")
@@ -280,7 +280,7 @@ def test_sglangs_compressed_tensors_w4a16_experts_run_marlin(host: str) -> None:
 def test_vllm_0_18s_w4a16_experts_are_marlins_alone() -> None:
     from fp4doctor import checkpoint
     from fp4doctor.checkpoint import constraints, judge
-    from fp4doctor.pick import family_pick
+    from fp4doctor.selection.engine import family_pick
 
     ckpt = checkpoint.load(str(HOSTS.parent / "checkpoints" / "qwen3-30b-a3b-nvfp4a16"))
     ev = judged("b200", "0.18.0", family="moe")
