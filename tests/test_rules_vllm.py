@@ -201,7 +201,7 @@ def test_variable_selecting_an_invalid_backend_fails() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fixture", "version", "engine_auto", "chosen", "knob"),
+    ("fixture", "version", "expected_auto", "chosen", "knob"),
     [
         # The engine's own choice is valid: nothing is pinned (no knob), only conflicts unset.
         ("b200", "0.15.1", "flashinfer-cutlass", "flashinfer-cutlass", None),
@@ -215,22 +215,25 @@ def test_variable_selecting_an_invalid_backend_fails() -> None:
     ],
 )
 def test_automatic_order(
-    fixture: str, version: str, engine_auto: str, chosen: str | None, knob: tuple[str, str] | None
+    fixture: str, version: str, expected_auto: str, chosen: str | None, knob: tuple[str, str] | None
 ) -> None:
     ev = judge(fixture, version)
-    assert engine_auto(ev) == engine_auto
+    assert engine_auto(ev) == expected_auto
     r = resolve(ev)
     assert r.chosen == chosen
     assert (r.set_env + r.cli_args) == ((knob,) if knob else ())
     warned = any(f.id == "resolve.engine_auto" for f in r.findings)
-    assert warned == (not ev.valid(engine_auto))
+    assert warned == (not ev.valid(expected_auto))
 
 
 def test_hopper_0_15_says_vllm_alone_would_crash() -> None:
     r = resolve(judge("h100", "0.15.1"))
     f = next(f for f in r.findings if f.id == "resolve.engine_auto")
-    assert "vLLM 0.15.1, left alone, picks flashinfer-cutlass, which cannot run here" in f.reason
-    assert "compute capability 9.0" in f.reason
+    # As set (no knob selects another backend) the engine's own pick decides: a failure.
+    assert "as set, vLLM 0.15.1 picks flashinfer-cutlass by itself, which cannot run here" in (
+        f.reason
+    )
+    assert "compute capability 9.0" in f.reason and f.status is Status.FAIL
 
 
 # --- hosts -------------------------------------------------------------------------------------
@@ -439,7 +442,9 @@ def test_a_cudnn_frontend_or_cutlass_dsl_newer_than_the_data_is_said_unverified(
 
 def test_strict_makes_an_unverified_verdict_not_ready() -> None:
     def ask(version: str, strict: bool) -> Report:
-        facts_file = str(HOSTS / "b200.json")
+        # A host whose FlashInfer runs the newer releases' own pick (b200.json's 0.6.1 does not:
+        # as set, vLLM 0.34's pick would not run there).
+        facts_file = str(HOSTS / "b200-vllm-0.33.json")
         return diagnose(
             Question(facts_file=facts_file, engine_version=version, family="linear", strict=strict)
         )
@@ -469,7 +474,8 @@ def test_the_json_report_marks_each_family_unverified() -> None:
 
 
 def test_check_strict_says_why_it_is_not_ready() -> None:
-    args = ["check", "--facts", str(HOSTS / "b200.json"), "--no-smoke", "--family", "linear"]
+    host = str(HOSTS / "b200-vllm-0.33.json")
+    args = ["check", "--facts", host, "--no-smoke", "--family", "linear"]
     loose = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0"])
     assert loose.exit_code == 0 and "(unverified: a release newer" in loose.stdout
     strict = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0", "--strict"])
