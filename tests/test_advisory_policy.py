@@ -68,8 +68,14 @@ def test_every_trigger_key_is_settled_by_the_question_the_facts_or_the_model(key
 
 
 def test_the_model_fills_the_fields_its_triggers_read() -> None:
+    from fp4doctor import facts
+    from fp4doctor.doctor import _deployment
+
     ckpt = checkpoint.load(str(CHECKPOINTS / "qwen3-30b-a3b-nvfp4a16"))
-    deployment = Question(tp=4).deployment(ckpt)
+    host = facts.load(str(HOSTS / "b200-vllm-0.33.json"))
+    prof = profile.load("vllm")
+    question = Question(tp=4)
+    deployment = _deployment(question, ckpt, prof, host, None, question.stated())
     assert deployment.architectures and deployment.experts == 128
     assert deployment.gemms is not None
     assert {(g.family, g.scheme) for g in deployment.gemms} == {
@@ -77,7 +83,8 @@ def test_the_model_fills_the_fields_its_triggers_read() -> None:
         ("moe", "W4A16"),
     }
     assert DeployedGemm("moe", "W4A16", 384, 2048) in deployment.gemms  # per rank at TP 4
-    assert Question().deployment(None).gemms is None  # no model: not established
+    bare = _deployment(Question(), None, prof, host, None, {})
+    assert bare.gemms is None  # no model: not established
 
 
 # The policy table: (effect, evidence, trigger settled) -> status.
@@ -276,11 +283,13 @@ def test_the_doctor_settles_the_autotune_file_cache_from_the_release() -> None:
     prof = profile.load("vllm")
 
     def cache(**question: object) -> bool | None:
-        return _deployment(Question(**question), None, prof, host).autotune_cache
+        q = Question(**question)  # type: ignore[arg-type]
+        return _deployment(q, None, prof, host, None, q.stated()).autotune_cache
 
     assert cache(autotune=True, tp=2) is True
     assert cache(autotune=False, tp=2) is False
-    assert cache() is None  # the autotuner not settled here: neither is its file
+    # Left unsaid, the autotuner is the release's default (on): its file is kept and read.
+    assert cache() is True
     assert cache(autotune=True, tp=2, engine_version="0.22.0") is False  # tunes in memory
 
 
