@@ -208,6 +208,12 @@ def _resolve(
     elif require == REQUIRE_NATIVE:
         allowed = [b for b in allowed if profile.backends[b].native]
 
+    if prefer and required_family and not any(b in allowed for b in preferred_family):
+        # Both asked for, in different families: the requirement decides, and it is said.
+        notes.append(
+            f"--prefer {prefer} and --require {require} name different backends: "
+            f"--require wins, --prefer {prefer} is not used"
+        )
     engine_pick = evaluation.engine_pick
     auto_order = list(engine_pick.order)
     chosen: str | None = None
