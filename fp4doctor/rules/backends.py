@@ -223,7 +223,7 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
         status = Status.WARN
         what = _SYMPTOM_WORDS.get(advisory.effect, "problem")
         reason = (
-            f"possible {what} with {when}, not established here ({known}); "
+            f"possible {what} {_with(when)}, not established here ({known}); "
             f"`fp4doctor advisories` describes {advisory.id}"
         )
         fix = "; ".join(
@@ -344,3 +344,10 @@ def _versions_that_can(
         ]
         versions = f"{profile.title} {spec_text(SpecifierSet(','.join(map(str, bounds))))}"
     return versions
+
+
+def _with(condition: str | None) -> str:
+    """ "with CONDITION", once: an advisory's condition may begin with its own "with" ("with
+    --model: ..."), and once read "possible wrong output with with --model"."""
+    text = condition or "its trigger"
+    return text if text.startswith("with ") else f"with {text}"
