@@ -214,9 +214,9 @@ def test_a_hung_library_import_is_killed_at_the_start_up_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(smoke_runner, "IMPORT_TIMEOUT_S", 3.0)
-    t0 = time.monotonic()
+    # The reason names the budget that fired (no wall-clock budget here: a run that waited for
+    # another one would not end before pytest's own timeout).
     run = run_fakes(["fake-hung-import", "fake-where"], tmp_path, timeout_s=2.0)
-    assert time.monotonic() - t0 < 30
     r = run["fake-hung-import"]
     assert (r.status, r.reason) == (
         "error",
@@ -317,9 +317,7 @@ def test_a_worker_that_never_starts_is_killed_and_reported(
     body = (
         f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
     )
-    t0 = time.monotonic()
     results = run_smoke(["emulation", "fake-wrong"], [], env=_sitecustomize(tmp_path, body))
-    assert time.monotonic() - t0 < 10
     assert [(r.adapter, r.status) for r in results] == [
         ("emulation", "error"),
         ("fake-wrong", "error"),
@@ -340,7 +338,9 @@ def test_a_worker_that_dies_at_start_up_is_reported_once_per_adapter(tmp_path: P
     )
 
 
-def test_a_worker_is_not_waited_for_after_it_says_done(tmp_path: Path) -> None:
+def test_a_worker_is_not_waited_for_after_it_says_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its teardown after "done" (the kernel releasing a CUDA context: 0.13-0.2 s on an H200)
     is not the doctor's to wait for: a worker that would linger 60 s at its exit (FAKE: its
     `os._exit` made slow) is killed at once, not after the 10 s grace of a closed pipe."""
@@ -351,14 +351,9 @@ def test_a_worker_is_not_waited_for_after_it_says_done(tmp_path: Path) -> None:
         "def _slow_exit(code):\n    time.sleep(60)\n    _exit(code)\n"
         "os._exit = _slow_exit\n"
     )
-    last_result: list[float] = []
-    results = run_smoke(
-        ["emulation", "fake-wrong"],
-        [],
-        env=_sitecustomize(tmp_path, body),
-        on_result=lambda _result: last_result.append(time.monotonic()),
-    )
-    assert time.monotonic() - last_result[-1] < smoke_runner.EXIT_GRACE_S / 2
+    # A grace no run outlives: waited for, it would outlast pytest's own timeout (no clock here).
+    monkeypatch.setattr(smoke_runner, "EXIT_GRACE_S", 3600.0)
+    results = run_smoke(["emulation", "fake-wrong"], [], env=_sitecustomize(tmp_path, body))
     assert [r.adapter for r in results] == ["emulation", "fake-wrong"]
     assert "crashed" not in " ".join(r.reason or "" for r in results)
     assert _still_alive([int(pid_file.read_text())]) == []
@@ -432,15 +427,13 @@ def test_a_failing_callback_stops_the_run_and_is_re_raised(tmp_path: Path) -> No
     def on_result(result: SmokeResult) -> None:
         raise Boom(result.adapter)
 
-    t0 = time.monotonic()
     with pytest.raises(Boom, match="fake-wrong"):
         run_smoke(
             ["fake-wrong", "fake-hang"],  # a first result at once, then a hang not waited for
             [],
-            timeout_s=60,
+            timeout_s=3600,  # waited for, it would outlast pytest's own timeout: no clock here
             env=fake_env(tmp_path),
             on_result=on_result,
         )
-    assert time.monotonic() - t0 < 30  # did not wait for the hang's timeout
     pids = {p for pids in _recorded(tmp_path).values() for p in pids}
     assert _still_alive(pids) == []
