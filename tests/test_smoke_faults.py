@@ -165,10 +165,12 @@ def test_a_hang_times_out_on_time(hang: FakeRun) -> None:
     r = hang["fake-hang"]
     assert r.status == "error"
     assert r.reason == f"timed out after {TIMEOUT_S:g} s; the worker was killed"
-    # From the moment the fake started (its pid file) to the result: the timeout, plus slack.
+    # From the moment the fake started (its pid file) to the result: not before the timeout. No
+    # upper bound: a wall-clock budget fails on a busy machine, and the reason above says which
+    # budget ended it (a run waiting for another would outlast pytest's own timeout).
     (started,) = [p for p in hang.pid_dir.iterdir() if p.name.startswith("fake-hang.")]
     (ended,) = [t for t, res in hang.arrived if res.adapter == "fake-hang"]
-    assert TIMEOUT_S - 1.0 <= ended - started.stat().st_mtime <= TIMEOUT_S + 3.0
+    assert ended - started.stat().st_mtime >= TIMEOUT_S - 1.0
 
 
 def test_the_adapter_after_a_hang_runs_in_a_fresh_worker(hang: FakeRun) -> None:
