@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import shutil
@@ -308,8 +309,8 @@ def main() -> int:
         cluster = start_cluster(args.nodes)
     address = args.address or cluster.address  # type: ignore[union-attr]
     start_s = time.perf_counter() - started
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    alive = [n for n in ray.nodes() if n.get("Alive")]
+    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
     print(f"cluster: {len(alive)} alive nodes at {address} (started in {start_s:.1f} s)",
           file=sys.stderr)  # fmt: skip
     smoke = ["--smoke"] if args.smoke else ["--no-smoke"]
@@ -360,7 +361,7 @@ def main() -> int:
         r = f"{wall / base:8.2f}" if wall is not None else "       -"
         print(f"{name:40} {w} {c} {r}")
     print(
-        f"fleet report: {len(report.nodes)} nodes, {len(report.groups)} groups, "
+        f"fleet report: {report.size} nodes, {len(report.groups)} groups, "
         f"{len(report.outliers)} outliers, {len(report.failed)} not judged, {report.outcome}"
     )
     ok = fan / base <= TARGET

@@ -271,15 +271,17 @@ def jobs(fp4doctor: list[str], gpus: list[str], smoke: bool = True) -> list[Job]
     ]
     if not smoke:
         return found
-    smoke = [*fp4doctor, "check", "--smoke", "--json", *target]
+    smoke_run = [*fp4doctor, "check", "--smoke", "--json", *target]
     if gpus:
         floor = [sys.executable, "-c", FLOOR_CUDA] if torch else None
         found += [
             Job(FLOOR_1, floor, no_torch, ONE_GPU),
-            Job(SMOKE_1, smoke if torch else None, no_torch, ONE_GPU, fp4doctor=True),
+            Job(SMOKE_1, smoke_run if torch else None, no_torch, ONE_GPU, fp4doctor=True),
         ]
         if len(gpus) >= 2:
-            found.append(Job(SMOKE_2, smoke if torch else None, no_torch, TWO_GPUS, fp4doctor=True))
+            found.append(
+                Job(SMOKE_2, smoke_run if torch else None, no_torch, TWO_GPUS, fp4doctor=True)
+            )
         force = [*fp4doctor, "check", "--smoke", "--force", "--json"]
         force_vllm, force_flashinfer = [*force, *target], [*force, "--target", "flashinfer"]
         found += [
@@ -295,7 +297,7 @@ def jobs(fp4doctor: list[str], gpus: list[str], smoke: bool = True) -> list[Job]
     elif torch:
         found += [
             Job(FLOOR_CPU_NAME, [sys.executable, "-c", FLOOR_CPU]),
-            Job(SMOKE_CPU, smoke, fp4doctor=True),
+            Job(SMOKE_CPU, smoke_run, fp4doctor=True),
         ]
     return found
 
@@ -314,7 +316,8 @@ def inspect_report(stdout: bytes) -> dict[str, Any]:
         return {"gpus_seen": len(doc.get("gpus") or []), "probe_errors": doc.get("probe_errors")}
     if not isinstance(doc, dict) or "findings" not in doc:
         raise ValueError("not an fp4doctor report")
-    host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
+    found_host = doc.get("host")
+    host: dict[str, Any] = found_host if isinstance(found_host, dict) else {}
     smoke: dict[str, Any] = {}
     _smoke_findings(doc, smoke)
     return {

@@ -82,8 +82,8 @@ def main() -> int:
     total_ms = sum(m[0] for m in medians) / 1000
     print(f"{len(medians)} modules, {total_ms:.1f} ms of imports (median self, summed)")
     print(f"{'self ms':>8} {'cum ms':>8}  module")
-    for self_us, cumulative_us, name in medians[: options.top]:
-        print(f"{self_us / 1000:8.2f} {cumulative_us / 1000:8.2f}  {name}")
+    for median_self, median_cumulative, name in medians[: options.top]:
+        print(f"{median_self / 1000:8.2f} {median_cumulative / 1000:8.2f}  {name}")
     floor = _wall([sys.executable, "-c", "pass"], options.runs)
     command = _wall([sys.executable, *options.command], options.runs)
     print(f"wall (medians): python -c pass {floor}, the command {command}")

@@ -24,7 +24,8 @@ Exit codes:
   1  not ready: as set it runs a kernel that cannot run (the fix is named), or no valid path
   2  usage or profile error
   3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
-  4  could not write the output (a full disk, a closed stdout or pipe)
+  4  could not write the output (a full disk, a closed stdout or pipe, a format that
+     cannot hold the answer: two flags in a dotenv file)
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
 
 
@@ -153,6 +154,8 @@ def user_errors() -> Iterator[None]:
         # An EmitError comes only from the emitters, so it is looked for only where they were
         # loaded: `check` does not import them (and their `secrets`) for this clause.
         emit = sys.modules.get("fp4doctor.emit.exports")
+        if emit is not None and isinstance(exc, emit.Unwritable):
+            raise OutputError(str(exc)) from None  # the format cannot hold it: exit 4
         if emit is not None and isinstance(exc, emit.EmitError):
             raise UserError(str(exc)) from None
         raise

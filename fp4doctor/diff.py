@@ -200,7 +200,8 @@ class Upgrade:
             out += [f"  backend added: {b}" for b in fam.backends.added]
             out += [f"  no longer valid here: {b}" for b in fam.valid_here.gone]
             out += [f"  now valid here: {b}" for b in fam.valid_here.added]
-            for what, (a, b) in (("engine's own pick", fam.engine_pick), ("choice", fam.choice)):
+            for what, pair in (("engine's own pick", fam.engine_pick), ("choice", fam.choice)):
+                a, b = (name or "none" for name in pair)  # once Python's `None` in the text
                 out.append(f"  {what}: {a} -> {b}" if a != b else f"  {what}: {a} (unchanged)")
             out += [f"  fixed: {f.reason}" for f in fam.advisories_fixed]
             out += [f"  introduced: {f.reason}" for f in fam.advisories_introduced]

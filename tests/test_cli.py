@@ -310,3 +310,16 @@ def test_an_unknown_backend_names_the_one_meant() -> None:
     assert p.returncode == 2 and p.stdout == ""
     (line,) = p.stderr.strip().splitlines()
     assert "unknown backend 'cudnnn' for --prefer with target vllm: did you mean 'cudnn'?" in line
+
+
+def test_a_dotenv_file_that_cannot_hold_the_answer_exits_4_not_2() -> None:
+    # Two flags cannot be one dotenv value. The user asked a fair question and the answer is
+    # ready: not a usage error (2, once), not "not ready" (1); the output could not be written
+    # in that format (4), with what to use instead.
+    p = run("env", "--shell", "dotenv", "--facts", fixture("b200"), "--engine-version", "0.34.0",
+            "--prefer", "cudnn")  # fmt: skip
+    assert p.returncode == 4, p.stderr
+    assert p.stdout == ""
+    (refusal,) = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert "cannot write FP4DOCTOR_VLLM_ARGS to a dotenv file" in refusal
+    assert "fp4doctor config" in refusal  # what to use instead

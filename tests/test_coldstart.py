@@ -621,3 +621,20 @@ def test_prewarm_builds_with_the_installed_flashinfer_not_a_decoy_in_the_cwd(
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     assert build(Step("linear", "flashinfer-cutlass", "m", "flashinfer:gen"), env) is None
     assert not ran.exists()
+
+
+def test_the_autotune_of_no_backend_and_of_a_native_one_read_as_sentences() -> None:
+    h = facts.load(HOSTS / "rtx5090-cold.json")
+    none = judge(h, backend=None).autotune
+    assert none.state == "off" and "no backend is chosen" in none.reason
+    assert "is not a FlashInfer kernel" not in none.reason  # once "no backend is not a ..."
+    marlin = judge(h, backend="marlin").autotune
+    assert marlin.reason.startswith("marlin is not a FlashInfer kernel")
+
+
+def test_prewarm_dry_run_says_it_would_build_into_the_directory(tmp_path: Path) -> None:
+    code, out, err = prewarm("rtx5090-cold", "--dry-run", "--prefer", FI_MOE, "--cache-dir",
+                           str(tmp_path))  # fmt: skip
+    assert code == 0 and "would build" in out
+    assert f"would build into {tmp_path}" in err
+    assert "building into" not in err  # once said with --dry-run too

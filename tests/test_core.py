@@ -206,7 +206,9 @@ def test_a_version_older_than_the_profile_covers_gets_no_verdict() -> None:
 
 def test_a_version_newer_than_the_profile_knows_is_judged_and_said() -> None:
     report = diagnose(
-        Question(facts_file=str(HOSTS / "b200-vllm-0.33.json"), engine_version="0.99", family="linear")
+        Question(
+            facts_file=str(HOSTS / "b200-vllm-0.33.json"), engine_version="0.99", family="linear"
+        )
     )
     assert report.outcome is Outcome.READY
     assert "newer than this profile knows" in (report.engine.note or "")

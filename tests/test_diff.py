@@ -172,3 +172,13 @@ def test_a_version_too_long_to_be_one_is_a_usage_error(where: str) -> None:
     assert result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert f"{where} '11111111111111111111'... (5000 characters) is not a version" in line
+
+
+def test_no_backend_is_written_none_not_python_s_none() -> None:
+    import dataclasses
+
+    u = changes("vllm", "0.33.0", "0.34.0")
+    fam = dataclasses.replace(u.families[0], engine_pick=(None, "marlin"), choice=(None, None))
+    text = dataclasses.replace(u, families=(fam,)).text()
+    assert "engine's own pick: none -> marlin" in text and "choice: none (unchanged)" in text
+    assert "None" not in text

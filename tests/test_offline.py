@@ -1,5 +1,5 @@
-"""Offline: the whole `fp4doctor check`, live GEMM included, makes no connection attempt and is
-no slower without a network.
+"""Offline: the whole `fp4doctor check`, live GEMM included, makes no connection attempt and
+gives the same verdict without a network.
 
 Two ways, both run against the same online baseline:
 - connection attempts trapped: a `sitecustomize.py` first on PYTHONPATH (so the smoke workers,
@@ -7,7 +7,10 @@ Two ways, both run against the same online baseline:
   `socket.getaddrinfo` and `socket.create_connection`; each attempt is written to a file and
   refused as an unreachable network would refuse it. Works without root.
 - a network namespace with no interfaces (`ip netns`, loopback down): needs root and
-  iproute2; skipped with the reason when `ip netns add` fails.
+  iproute2; skipped with the reason when `ip netns add` fails. There every connection attempt,
+  a C library's too (out of the trap's sight), fails at once (no route: ENETUNREACH), so the
+  same verdict there rules out a dependence on the network without timing anything (a
+  wall-clock comparison once stood here; no test holds a wall-clock budget).
 
 Every run hides the GPUs (`CUDA_VISIBLE_DEVICES=""`, see `cpu_env`): on a CPU host `check`
 always runs its live GEMM (`emulation`, in a worker), while on a GPU host it may run none
@@ -24,9 +27,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,11 +144,9 @@ class Run:
     returncode: int
     report: dict[str, Any]
     stderr: str
-    seconds: float
 
 
 def run_check(env: dict[str, str], prefix: Sequence[str] = ()) -> Run:
-    start = time.perf_counter()
     done = subprocess.run(
         [*prefix, sys.executable, "-m", "fp4doctor", *CHECK],
         capture_output=True,
@@ -154,9 +154,8 @@ def run_check(env: dict[str, str], prefix: Sequence[str] = ()) -> Run:
         env=env,
         timeout=300,
     )
-    seconds = time.perf_counter() - start
     assert "Traceback" not in done.stderr, done.stderr
-    return Run(done.returncode, json.loads(done.stdout), done.stderr, seconds)
+    return Run(done.returncode, json.loads(done.stdout), done.stderr)
 
 
 def verdict(report: dict[str, Any]) -> dict[str, Any]:
@@ -173,16 +172,6 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
             for f in report["findings"]
         ],
     }
-
-
-def assert_as_fast(offline: Run, online: Run, retry: Callable[[], tuple[Run, Run]]) -> None:
-    """Offline within 2x + 1 s of online: what it rules out is a network wait (a DNS or
-    connect timeout costs 5 s and more), not noise. A retry loop would be systematic; a loaded
-    CI machine (pytest-xdist runs other smoke workers beside it) is not, so one slow pair is
-    measured again before it counts."""
-    if offline.seconds > 2 * online.seconds + 1.0:
-        online, offline = retry()
-    assert offline.seconds <= 2 * online.seconds + 1.0, (offline.seconds, online.seconds)
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +221,8 @@ def test_the_trap_records_and_refuses_each_kind_of_attempt(tmp_path: Path) -> No
 
 
 def test_check_with_connections_trapped_attempts_none(tmp_path: Path, online: Run) -> None:
-    """Same verdict, nothing attempted (the namespace test below also compares the time)."""
+    """Same verdict, nothing attempted (the namespace test below refuses what the trap cannot
+    see)."""
     trap = Trap.make(tmp_path)
     offline = run_check(trap.env())
     # The trap was in the doctor and in its smoke worker, and nothing was attempted.
@@ -272,18 +262,13 @@ def empty_netns() -> Iterator[str]:
         assert name not in listed.stdout, f"network namespace {name} was left behind"
 
 
-def test_check_in_a_namespace_without_network_is_the_same_and_as_fast(
+def test_check_in_a_namespace_without_network_is_the_same(
     empty_netns: str, tmp_path: Path, online: Run
 ) -> None:
     trap = Trap.make(tmp_path)  # also here, to see any attempt the namespace would refuse
     prefix = ("ip", "netns", "exec", empty_netns)
-
-    def measure() -> tuple[Run, Run]:
-        return run_check(cpu_env()), run_check(trap.env(), prefix)
-
     offline = run_check(trap.env(), prefix)
     assert trap.attempts() == []
     assert any(WORKER_MODULE in p for p in trap.processes())
     assert offline.returncode == 1
     assert verdict(offline.report) == verdict(online.report)
-    assert_as_fast(offline, online, measure)

@@ -25,6 +25,17 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     assert test in ci, "the README's test command and .ci/run have drifted apart"
 
 
+def test_the_torch_install_is_named_for_what_it_installs() -> None:
+    # `torch==2.13.0` from PyPI is the CUDA build (17 CUDA packages): the README once called it
+    # "the real torch CPU build". A CPU build is named only with the index that serves it.
+    text = (ROOT / "README.md").read_text()
+    test = commands()[1]
+    assert "'torch==2.13.0'" in test and "--index-url" not in test
+    for line in re.findall(r"[^.]*CPU build[^.]*", text):
+        assert "download.pytorch.org/whl/cpu" in text and "real torch CPU build" not in line
+    assert "CUDA 13 build" in text
+
+
 def test_readme_exit_codes_match_the_cli() -> None:
     from fp4doctor import console as cli
 

@@ -480,3 +480,20 @@ def test_check_strict_says_why_it_is_not_ready() -> None:
     assert loose.exit_code == 0 and "(unverified: a release newer" in loose.stdout
     strict = CliRunner().invoke(main, [*args, "--engine-version", "0.40.0", "--strict"])
     assert strict.exit_code == 1 and "NOT READY: --strict" in strict.stdout
+
+
+def test_prefer_and_require_naming_different_backends_is_said() -> None:
+    # Once one won in silence.
+    r = resolve(judge("b200", "0.34.0"), prefer="cudnn", require="trtllm")
+    assert r.chosen == "flashinfer-trtllm"
+    assert any("--prefer cudnn and --require trtllm name different backends" in n for n in r.notes)
+    agreeing = resolve(judge("b200", "0.34.0"), prefer="trtllm", require="trtllm")
+    assert not [n for n in agreeing.notes if "name different backends" in n]
+
+
+def test_a_condition_that_begins_with_with_is_not_said_twice() -> None:
+    # Once "possible wrong output with with --model: ..." (the MoE family's routing advisory).
+    ev = evaluate(VLLM, host("b200"), override_version="0.34.0", family="moe")
+    texts = [f.reason for v in ev.verdicts.values() for f in v.findings]
+    assert any("possible wrong output with --model" in t for t in texts)
+    assert not [t for t in texts if "with with" in t]

@@ -165,10 +165,12 @@ def test_a_hang_times_out_on_time(hang: FakeRun) -> None:
     r = hang["fake-hang"]
     assert r.status == "error"
     assert r.reason == f"timed out after {TIMEOUT_S:g} s; the worker was killed"
-    # From the moment the fake started (its pid file) to the result: the timeout, plus slack.
+    # From the moment the fake started (its pid file) to the result: not before the timeout. No
+    # upper bound: a wall-clock budget fails on a busy machine, and the reason above says which
+    # budget ended it (a run waiting for another would outlast pytest's own timeout).
     (started,) = [p for p in hang.pid_dir.iterdir() if p.name.startswith("fake-hang.")]
     (ended,) = [t for t, res in hang.arrived if res.adapter == "fake-hang"]
-    assert TIMEOUT_S - 1.0 <= ended - started.stat().st_mtime <= TIMEOUT_S + 3.0
+    assert ended - started.stat().st_mtime >= TIMEOUT_S - 1.0
 
 
 def test_the_adapter_after_a_hang_runs_in_a_fresh_worker(hang: FakeRun) -> None:
@@ -214,9 +216,9 @@ def test_a_hung_library_import_is_killed_at_the_start_up_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(smoke_runner, "IMPORT_TIMEOUT_S", 3.0)
-    t0 = time.monotonic()
+    # The reason names the budget that fired (no wall-clock budget here: a run that waited for
+    # another one would not end before pytest's own timeout).
     run = run_fakes(["fake-hung-import", "fake-where"], tmp_path, timeout_s=2.0)
-    assert time.monotonic() - t0 < 30
     r = run["fake-hung-import"]
     assert (r.status, r.reason) == (
         "error",
@@ -317,9 +319,7 @@ def test_a_worker_that_never_starts_is_killed_and_reported(
     body = (
         f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
     )
-    t0 = time.monotonic()
     results = run_smoke(["emulation", "fake-wrong"], [], env=_sitecustomize(tmp_path, body))
-    assert time.monotonic() - t0 < 10
     assert [(r.adapter, r.status) for r in results] == [
         ("emulation", "error"),
         ("fake-wrong", "error"),
@@ -340,7 +340,9 @@ def test_a_worker_that_dies_at_start_up_is_reported_once_per_adapter(tmp_path: P
     )
 
 
-def test_a_worker_is_not_waited_for_after_it_says_done(tmp_path: Path) -> None:
+def test_a_worker_is_not_waited_for_after_it_says_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its teardown after "done" (the kernel releasing a CUDA context: 0.13-0.2 s on an H200)
     is not the doctor's to wait for: a worker that would linger 60 s at its exit (FAKE: its
     `os._exit` made slow) is killed at once, not after the 10 s grace of a closed pipe."""
@@ -351,14 +353,9 @@ def test_a_worker_is_not_waited_for_after_it_says_done(tmp_path: Path) -> None:
         "def _slow_exit(code):\n    time.sleep(60)\n    _exit(code)\n"
         "os._exit = _slow_exit\n"
     )
-    last_result: list[float] = []
-    results = run_smoke(
-        ["emulation", "fake-wrong"],
-        [],
-        env=_sitecustomize(tmp_path, body),
-        on_result=lambda _result: last_result.append(time.monotonic()),
-    )
-    assert time.monotonic() - last_result[-1] < smoke_runner.EXIT_GRACE_S / 2
+    # A grace no run outlives: waited for, it would outlast pytest's own timeout (no clock here).
+    monkeypatch.setattr(smoke_runner, "EXIT_GRACE_S", 3600.0)
+    results = run_smoke(["emulation", "fake-wrong"], [], env=_sitecustomize(tmp_path, body))
     assert [r.adapter for r in results] == ["emulation", "fake-wrong"]
     assert "crashed" not in " ".join(r.reason or "" for r in results)
     assert _still_alive([int(pid_file.read_text())]) == []
@@ -432,15 +429,13 @@ def test_a_failing_callback_stops_the_run_and_is_re_raised(tmp_path: Path) -> No
     def on_result(result: SmokeResult) -> None:
         raise Boom(result.adapter)
 
-    t0 = time.monotonic()
     with pytest.raises(Boom, match="fake-wrong"):
         run_smoke(
             ["fake-wrong", "fake-hang"],  # a first result at once, then a hang not waited for
             [],
-            timeout_s=60,
+            timeout_s=3600,  # waited for, it would outlast pytest's own timeout: no clock here
             env=fake_env(tmp_path),
             on_result=on_result,
         )
-    assert time.monotonic() - t0 < 30  # did not wait for the hang's timeout
     pids = {p for pids in _recorded(tmp_path).values() for p in pids}
     assert _still_alive(pids) == []

@@ -5,7 +5,8 @@ Exit codes (a contract, see README):
   1  not ready: as set it runs a kernel that cannot run (the fix is named), or no valid path
   2  usage or profile error
   3  no verdict could be reached (e.g. NVML cannot tell which GPUs exist)
-  4  could not write the output (a full disk, a closed stdout or pipe); one line on stderr
+  4  could not write the output (a full disk, a closed stdout or pipe, a format that cannot
+     hold the answer: two flags in a dotenv file); one line on stderr
   130  interrupted (Ctrl-C, also while starting up); one line on stderr, no partial output
   143  terminated (SIGTERM), the same way
 

@@ -76,7 +76,8 @@ def prewarm(q: Question, dry_run: bool, cache_dir: str | None, build_timeout: fl
     env = dict(os.environ)
     if cache_dir:
         env[WORKSPACE_VARIABLE] = os.path.abspath(os.path.expanduser(cache_dir))
-        note(f"building into {env[WORKSPACE_VARIABLE]}: start the engine with the same "
+        doing = "would build" if dry_run else "building"  # once "building" with --dry-run too
+        note(f"{doing} into {env[WORKSPACE_VARIABLE]}: start the engine with the same "
              f"{WORKSPACE_VARIABLE}")  # fmt: skip
     failed = False
     for step in steps:

@@ -314,10 +314,13 @@ def _autotune(
     knobs = tuple(k for k in (rule.disable_arg, rule.skip_variable, rule.cache_dir_variable) if k)
     if not rule.tunes:
         return Autotune("off", rule.reason, source=rule.source)
-    if backend is None or not backend.startswith("flashinfer-"):
+    if backend is None:  # once "no backend is not a FlashInfer kernel"
+        return Autotune("off", "no backend is chosen: FlashInfer's autotuner has nothing to tune",
+                        source=rule.source)  # fmt: skip
+    if not backend.startswith("flashinfer-"):
         return Autotune(
-            "off", f"{backend or 'no backend'} is not a FlashInfer kernel: FlashInfer's autotuner "
-            "does not tune it", source=rule.source)  # fmt: skip
+            "off", f"{backend} is not a FlashInfer kernel: FlashInfer's autotuner does not tune it",
+            source=rule.source)  # fmt: skip
     gated = [g for g in host.gpus if rule.compute_capability is not None
              and contains(rule.compute_capability, g.cc_text) is not True]  # fmt: skip
     if host.gpus and len(gated) == len(host.gpus):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from fp4doctor.emit.exports import EmitError, Exports, check_value
+from fp4doctor.emit.exports import EmitError, Exports, Unwritable, check_value
 from fp4doctor.emit.knobs import Settings, exports_for
 from fp4doctor.emit.serve import SERVE, serve_command
 from fp4doctor.profile.model import Engine, Profile
@@ -312,7 +312,7 @@ def dotenv_words(exports: Exports, profile: Profile, version: str, label: str) -
                 f"a program reads them as a list from `fp4doctor env --target {target} --shell "
                 f'json` ("lists"); a shell from `fp4doctor env --target {target}`'
             )
-        raise EmitError(
+        raise Unwritable(
             f"cannot write {name} to a dotenv file: it holds {len(exports.words(name))} words "
             f"({dict(exports.set)[name]}), and no dotenv value holds a space that sh, docker "
             f"and python-dotenv all read the same; {instead}",

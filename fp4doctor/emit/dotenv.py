@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from fp4doctor.emit.exports import PLAIN, EmitError, Exports
+from fp4doctor.emit.exports import PLAIN, Exports, Unwritable
 
 # bufio.Scanner's default limit (MaxScanTokenSize), which docker's env-file reader keeps;
 # the limit covers the line and its newline.
@@ -75,11 +75,11 @@ def check_value(name: str, value: str) -> None:
     unsafe = _UNSAFE.search(value)
     if unsafe is not None:
         bad = unsafe.group()
-        raise EmitError.refused(
+        raise Unwritable.refused(
             "dotenv", name, f"the value holds {bad!r}: {_reason(bad)}{_INSTEAD}"
         )
     if len(f"{name}={value}".encode()) > DOCKER_MAX_LINE_BYTES:
-        raise EmitError.refused(
+        raise Unwritable.refused(
             "dotenv", name, f"docker reads env-file lines of at most 64 KiB{_INSTEAD}"
         )
 

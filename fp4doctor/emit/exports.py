@@ -38,6 +38,13 @@ class EmitError(ValueError):
         return cls(f"cannot emit {key} for {fmt}: {why}", key=key)
 
 
+class Unwritable(EmitError):
+    """The format asked for cannot hold the answer (a dotenv file of two flags, a value docker
+    would read otherwise): no mistake of the user's, and no fault of the answer, so not a usage
+    error (2), not "not ready" (1): the output could not be written, exit 4 (cli/console.py),
+    with what to use instead."""
+
+
 @dataclass(frozen=True)
 class Exports:
     """Ordered names to set (with their values) and names to unset (conflicting knobs); `lists`

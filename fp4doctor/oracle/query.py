@@ -233,6 +233,7 @@ class Asking:
         # downloads off); on a host with GPUs the engine sees the first one, as it would.
         visible = self.env.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] if not self.stub else ""
         worker = _Worker(cmd, worker_env(self.env, visible, False), job_on_stdin=True)
+        _LIVE.add(worker)  # at once: a Ctrl-C from here on takes its group along (_kill_live)
         job: dict[str, object] = {"cases": [c.to_dict() for c in self.cases], "model": self.model}
         if self.expect is not None:
             job["facts"] = self.expect.to_dict()
@@ -251,7 +252,6 @@ class Asking:
         from fp4doctor.smoke.runner import _LineReader, _parse
 
         assert worker.proc.stdout is not None
-        _LIVE.add(worker)
         reader = _LineReader(worker.proc.stdout)
         deadline = time.monotonic() + self.timeout_s
         hearing = _Hearing(self.engine, self.judged, {c.key: c for c in self.cases})

@@ -244,7 +244,7 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
             fix = None
             reason = f"known bug {advisory.id} does not strike here ({known}): it needs {when}"
         elif settled is Settled.UNKNOWN:
-            under = f"; it {when}" if when and when.startswith("depends on") else f" with {when}"
+            under = f"; it {when}" if when and when.startswith("depends on") else f" {_with(when)}"
             reason = (
                 f"possible {what}{under}, not established here ({known}); "
                 f"`fp4doctor advisories` describes {advisory.id}"
@@ -371,3 +371,10 @@ def _versions_that_can(
         ]
         versions = f"{profile.title} {spec_text(SpecifierSet(','.join(map(str, bounds))))}"
     return versions
+
+
+def _with(condition: str | None) -> str:
+    """ "with CONDITION", once: an advisory's condition may begin with its own "with" ("with
+    --model: ..."), and once read "possible wrong output with with --model"."""
+    text = condition or "its trigger"
+    return text if text.startswith("with ") else f"with {text}"

@@ -269,6 +269,13 @@ def _resolve(
     The steps: the wish read once, the named backend, else the engine's order among the valid
     ones, what runs as set, then the findings that say so."""
     step = _Step(evaluation, _Wish.read(evaluation, prefer, require))
+    wish = step.wish
+    if prefer and wish.required and not any(b in wish.allowed for b in wish.preferred):
+        # Both asked for, in different families: the requirement decides, and it is said.
+        step.notes.append(
+            f"--prefer {prefer} and --require {require} name different backends: "
+            f"--require wins, --prefer {prefer} is not used"
+        )
     chosen = _named_choice(step)
     if chosen is None:
         chosen = _automatic_choice(step)

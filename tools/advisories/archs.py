@@ -83,8 +83,8 @@ def arch_checks(source: str) -> Iterator[tuple[int, str]]:
 
 def rows(git_dir: Path, since: str = "v0.5.0") -> Iterator[tuple[str, ...]]:
     """Every module build list and arch check of every final release tag from `since` on."""
-    sys.path.insert(0, str(HERE))
-    import walk  # the release list lives in walk.py, beside this file
+    sys.path.insert(0, str(HERE.parents[1]))  # the checkout: tools.advisories.*
+    from tools.advisories import walk  # the release list lives in walk.py, beside this file
 
     tags = [b for _, b in walk.ranges(git_dir, since)]
     for tag in [walk.release_tags(git_dir, since)[0], *tags]:

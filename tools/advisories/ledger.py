@@ -21,7 +21,7 @@ import argparse
 import csv
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,7 +166,7 @@ def markdown(project: str, table: Sequence[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def _line(name: str, row: dict[str, object]) -> str:
+def _line(name: str, row: Mapping[str, object]) -> str:
     touching, reviewed = int(str(row["touching"])), int(str(row["reviewed"]))
     pct = f"{100 * reviewed / touching:.0f}%" if touching else "-"
     return (
@@ -198,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check_walk(git_dir: Path, rows: Sequence[Row]) -> int:
-    sys.path.insert(0, str(HERE))
-    import walk  # the candidate filter lives in walk.py, beside this file
+    sys.path.insert(0, str(HERE.parents[1]))  # the checkout: tools.advisories.*
+    from tools.advisories import walk  # the candidate filter lives in walk.py, beside this file
 
     found = {c.sha for c in walk.walk(git_dir)}
     have = {r.sha for r in rows if r.sha != "wheel"}  # file-level rows past the snapshot

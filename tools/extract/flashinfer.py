@@ -39,8 +39,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wheels import CACHE, TIMEOUT, Release, Wheel, releases
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tools.extract.*
+from tools.extract.wheels import CACHE, TIMEOUT, Release, Wheel, releases
 
 PROJECT = "flashinfer-python"
 INDEX = f"https://pypi.org/pypi/{PROJECT}/json"

@@ -31,8 +31,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from wheels import Release, Wheel, releases
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tools.extract.*
+from tools.extract.wheels import Release, Wheel, releases
 
 PROJECT = "sglang"
 OUT = Path(__file__).resolve().parent / "data" / "sglang.json"
@@ -337,7 +337,7 @@ def _arg_fields(src: Sources) -> dict[str, dict[str, Any]]:
                 if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                     continue
                 name = stmt.target.id
-                default = value_or_source(stmt.value)
+                default: Any = value_or_source(stmt.value)
                 field_default.setdefault(name, default)
                 arg = next(
                     (
@@ -373,7 +373,7 @@ def _arg_fields(src: Sources) -> dict[str, dict[str, Any]]:
                 and isinstance(dnode.value, ast.Name)
                 and dnode.value.id == "ServerArgs"
             ):
-                default: Any = {"field": dnode.attr}
+                default = {"field": dnode.attr}
             else:
                 default = value_or_source(dnode)
             for flag in long:
@@ -470,7 +470,9 @@ def _env_declarations(src: Sources) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _env_reads(tree: ast.Module, path: str, scopes: set[str] | None) -> dict[str, list[dict]]:
+def _env_reads(
+    tree: ast.Module, path: str, scopes: set[str] | None
+) -> dict[str, list[dict[str, Any]]]:
     """Reads of SGLANG_* variables in a module: get_*_env_var("X", d), os.getenv, envs.X.
 
     `scopes`: only inside these top-level defs/classes, plus module-level statements whose
@@ -491,7 +493,7 @@ def _env_reads(tree: ast.Module, path: str, scopes: set[str] | None) -> dict[str
                 tgts = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
                 if tgts & used:
                     wanted.append(("<module:" + ",".join(sorted(tgts)) + ">", stmt))
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for scope, root in wanted:
         for n in ast.walk(root):
             hit: tuple[str, Any] | None = None
@@ -626,6 +628,7 @@ def _predicates(src: Sources, names: set[str]) -> dict[str, Any]:
                             tgts.append(t.id)
                 if target in tgts:
                     found = True
+                    assert isinstance(stmt, ast.Assign)  # only an assignment has targets
                     part = next(
                         (
                             c
@@ -1083,7 +1086,7 @@ def extract(release: Release) -> dict[str, Any]:
     rec["compressed_tensors_linear"] = ct_linear(src)
     # Environment variables: FP4 in the name anywhere read, or read inside FP4 code.
     decl = _env_declarations(src)
-    reads: dict[str, list[dict]] = {}
+    reads: dict[str, list[dict[str, Any]]] = {}
     mt = src.tree(MODELOPT)
     sources: list[tuple[str, ast.Module | None, set[str] | None]] = [
         (MODELOPT, mt, _fp4_scopes(mt) if mt else None),

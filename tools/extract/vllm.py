@@ -17,16 +17,17 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tools.extract.*
 
 from packaging.version import Version
-from wheels import Release, Wheel, releases
+
+from tools.extract.wheels import Release, Wheel, releases
 
 PROJECT = "vllm"
 OUT = Path(__file__).resolve().parent / "data" / "vllm.json"
@@ -110,7 +111,7 @@ class Source:
                     if isinstance(node, ast.AnnAssign):
                         tgt = [node.target]
                     if any(isinstance(t, ast.Name) and t.id == name for t in tgt):
-                        val = node.value
+                        val = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
                         wrap = None
                         if (
                             isinstance(val, ast.Call)
@@ -535,7 +536,7 @@ class GateEval:
                 return Opaque(f"compare {dotted(node)}", cc)
             else:
                 try:
-                    res = {
+                    compare: dict[type, Callable[[Any, Any], Any]] = {
                         ast.Eq: lambda a, b: a == b,
                         ast.NotEq: lambda a, b: a != b,
                         ast.Lt: lambda a, b: a < b,
@@ -544,7 +545,8 @@ class GateEval:
                         ast.GtE: lambda a, b: a >= b,
                         ast.In: lambda a, b: a in b,
                         ast.NotIn: lambda a, b: a not in b,
-                    }[type(op)](left, right)
+                    }
+                    res = compare[type(op)](left, right)
                 except (KeyError, TypeError):
                     return Opaque(f"compare {dotted(node)}", True)
             if not res:
@@ -1050,7 +1052,7 @@ def extract_linear(src: Source) -> dict[str, Any]:
     for name in sorted(classes):
         if "NvFp4" not in name or not name.endswith("Kernel") or name == "NvFp4LinearKernel":
             continue
-        member, cls = classes[name]
+        member, _class_node = classes[name]
         hit = class_method(src, classes, name, "is_supported")
         entry: dict[str, Any] = {"path": member}
         if hit is None:
@@ -1067,13 +1069,13 @@ def extract_linear(src: Source) -> dict[str, Any]:
         defs = [(m, n) for m, n in src.defs(h) if isinstance(n, ast.FunctionDef)]
         if not defs:
             continue
-        m, fn = defs[0]
-        info = (
+        where, fn = defs[0]
+        info: dict[str, Any] = (
             gate(src, fn)
             if h not in ("prioritize_humming",)
             else {"source_sha": sha(ast.unparse(fn))}
         )
-        info["path"] = m
+        info["path"] = where
         if len({ast.dump(d[1]) for d in defs}) > 1:
             info["unverified"] = "defined more than once with different bodies: " + ", ".join(
                 d[0] for d in defs
@@ -1187,7 +1189,8 @@ def import_map(fn: ast.FunctionDef) -> dict[str, list[dict[str, Any]]]:
                     names = []
                     for r in rets:
                         v = r.value
-                        names += list_of_names(v) or ([dotted(v)] if v is not None else [])
+                        listed = list_of_names(v) if v is not None else None
+                        names += listed or ([dotted(v)] if v is not None else [])
                     out[m.group(1)] = [{"class": c, "module": imports.get(c)} for c in names]
                 walk(s.orelse)
 
@@ -1410,7 +1413,7 @@ def run(only: Iterable[str] | None, jobs: int) -> dict[str, Any]:
         results = dict(
             zip([r.version for r in covered], px.map(load_and_extract, covered), strict=False)
         )
-    data = {
+    data: dict[str, Any] = {
         "project": PROJECT,
         "extracted_by": "tools/extract/vllm.py",
         "covers": [r.version for r in covered],
