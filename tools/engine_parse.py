@@ -57,7 +57,8 @@ def _sglang_parser() -> tuple[argparse.ArgumentParser, list[str]]:
 def _serve_parser(top: argparse.ArgumentParser) -> argparse.ArgumentParser:
     for action in top._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices["serve"]
+            serve: argparse.ArgumentParser = action.choices["serve"]
+            return serve
     return top
 
 

@@ -39,9 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tools.extract.*
 
-from wheels import Release, Wheel, releases
+from tools.extract.wheels import Release, Wheel, releases
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -541,7 +541,8 @@ def vllm_options(src: Source) -> dict[str, dict[str, Any]]:
                     continue
                 got = _option_spec(src, call, bindings, get_kwargs_src)
                 if got is not None:
-                    got[1].update(edits.get(got[1].get("ref"), {}))
+                    ref = got[1].get("ref")
+                    got[1].update(edits.get(ref, {}) if isinstance(ref, tuple) else {})
                     _add(src, options, *got)
     options["-h"] = options["--help"] = {"dest": "help", "nargs": 0, "const": True}
     serve = src.trees.get("vllm/entrypoints/cli/serve.py")
