@@ -147,7 +147,8 @@ def test_b200_vllm_0_24_prefer_cudnn_emits_the_args_variable() -> None:
     values = bash_eval(p.stdout, "FP4DOCTOR_VLLM_ARGS", "VLLM_NVFP4_GEMM_BACKEND")
     assert values == {
         # cudnn names a linear backend only; the MoE family gets its own choice
-        "FP4DOCTOR_VLLM_ARGS": "--linear-backend=flashinfer_cudnn --moe-backend=flashinfer_cutedsl",
+        # the MoE family: vLLM's own valid pick, no flag
+        "FP4DOCTOR_VLLM_ARGS": "--linear-backend=flashinfer_cudnn",
         "VLLM_NVFP4_GEMM_BACKEND": None,
     }
     assert "command-line flag" in p.stderr
@@ -197,12 +198,8 @@ def test_config_writes_vllm_yaml_atomically_and_refuses_overwrite(tmp_path: Path
     assert p.returncode == 0, p.stderr
     import yaml
 
-    # both families' flags (the MoE family: FlashInfer 0.6.1's TRT-LLM MoE has known crashes;
-    # autotuning off rules out the CuTe-DSL MoE's)
-    assert yaml.safe_load(out.read_text()) == {
-        "linear-backend": "flashinfer_cudnn",
-        "moe-backend": "flashinfer_cutedsl",
-    }
+    # the linear family's flag; the MoE family runs vLLM's own valid pick, with no flag
+    assert yaml.safe_load(out.read_text()) == {"linear-backend": "flashinfer_cudnn"}
     assert p.stdout == ""
     before = out.read_text()
     p = run("config", "--facts", fixture("b200"), "--engine-version", "0.30.0", "-o", str(out))
@@ -317,7 +314,7 @@ def test_a_dotenv_file_that_cannot_hold_the_answer_exits_4_not_2() -> None:
     # ready: not a usage error (2, once), not "not ready" (1); the output could not be written
     # in that format (4), with what to use instead.
     p = run("env", "--shell", "dotenv", "--facts", fixture("b200"), "--engine-version", "0.34.0",
-            "--prefer", "cudnn")  # fmt: skip
+            "--prefer", "cudnn,moe:flashinfer-cutedsl-moe")  # fmt: skip
     assert p.returncode == 4, p.stderr
     assert p.stdout == ""
     (refusal,) = [line for line in p.stderr.splitlines() if "error:" in line]

@@ -330,7 +330,9 @@ def _flags_from_fp4doctor(fmt: str) -> tuple[str, str]:
 
     facts = str(HOSTS_DIR / "b200.json")
     # Autotuning off, as stated: FlashInfer 0.6.1's MoE autotuner bugs ruled out (issue 31).
-    args = ["env", "--facts", facts, "--engine-version", "0.24.0", "--autotune", "off"]
+    # Both families named: the engine's own valid MoE pick would otherwise take no flag.
+    args = ["env", "--facts", facts, "--engine-version", "0.24.0", "--autotune", "off",
+            "--prefer", "moe:flashinfer-cutedsl-moe"]  # fmt: skip
     args += ["--shell", fmt]
     result = CliRunner().invoke(cli.main, args)
     assert result.exit_code == 0, result.stderr

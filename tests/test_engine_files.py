@@ -36,7 +36,7 @@ def test_sglang_with_config_gets_its_own_yaml_and_says_so(tmp_path: Path) -> Non
     out = tmp_path / "sglang-fp4.yaml"
     r = run(
         "config", "-t", "sglang", "--facts", B200, "--engine-version", "0.5.23",
-        "--autotune", "off", "-o", str(out),
+        "--autotune", "off", "--prefer", "moe:flashinfer-cutlass-moe", "-o", str(out),
     )  # fmt: skip
     assert r.exit_code == 0, r.stderr
     assert as_argv(out.read_text()) == [
@@ -91,7 +91,7 @@ def test_flags_and_variables_go_in_two_files_and_nothing_is_dropped(tmp_path: Pa
         "--engine-version",
         "0.18.0",
         "--prefer",
-        "cudnn",
+        "cudnn,moe:flashinfer-cutedsl-moe",
         "--autotune",
         "off",
     )
@@ -117,9 +117,10 @@ def test_flags_and_variables_go_in_two_files_and_nothing_is_dropped(tmp_path: Pa
 def test_dotenv_of_two_flags_names_a_command_that_works(
     target: str, version: str, instead: str, tmp_path: Path
 ) -> None:
-    # Autotuning off (stated): FlashInfer 0.6.1's MoE autotuner bugs ruled out, so each family
-    # gets a FlashInfer backend and its own flag.
-    stated = ("--facts", B200, "--engine-version", version, "--autotune", "off")
+    # Each family named, so that each gets its own flag (left alone, the engine's own valid
+    # MoE pick would take none).
+    moe = "moe:flashinfer-cutedsl-moe" if target == "vllm" else "moe:flashinfer-cutlass-moe"
+    stated = ("--facts", B200, "--engine-version", version, "--autotune", "off", "--prefer", moe)
     r = run("env", "-t", target, *stated, "--shell", "dotenv")
     # 4, not 2: the user made no usage error; the format cannot hold the answer (issue 42)
     assert r.exit_code == 4 and r.stdout == "" and instead in r.stderr
@@ -144,8 +145,9 @@ def test_env_json_answers_with_json_when_there_is_nothing_to_export(
 
 def test_env_json_gives_the_flags_as_a_list() -> None:
     r = run(
-        "env", "--facts", B200, "--engine-version", "0.24.0", "--shell", "json", "--autotune", "off"
-    )
+        "env", "--facts", B200, "--engine-version", "0.24.0", "--shell", "json", "--autotune", "off",
+        "--prefer", "moe:flashinfer-cutedsl-moe",
+    )  # fmt: skip
     document = json.loads(r.stdout)
     assert r.exit_code == 0 and document["outcome"] == "ready"
     flags = document["lists"]["FP4DOCTOR_VLLM_ARGS"]
