@@ -201,7 +201,7 @@ def test_unaligned_tp_is_not_ready_naming_layer_shape_and_fixes() -> None:
     assert "gate_up (W4A4) per rank at TP 8: N=7392, K=8192" in out
     assert "--tp 1 or 2" in out  # another TP size
     assert "pip install -U 'vllm>=0.16'" in out  # a release that pads
-    assert "→ marlin" in out or "-> marlin" in out  # a backend that runs it
+    assert "→ best: marlin" in out or "-> best: marlin" in out  # a backend that runs it
 
 
 def test_json_report_carries_the_model(tmp_path: Path) -> None:
@@ -338,9 +338,20 @@ def test_the_smoke_runs_the_models_shapes() -> None:
     assert model_smoke.parse("1,2") == () and model_smoke.parse("1,8,17") == ()
 
 
-def test_diagnose_refuses_a_bad_model_before_probing() -> None:
-    with pytest.raises(QuestionError, match="no such directory"):
-        diagnose(Question(model="/nonexistent/model", smoke=False))
+def test_diagnose_refuses_a_bad_model_before_probing(tmp_path: Path) -> None:
+    not_a_directory = tmp_path / "model.safetensors"
+    not_a_directory.write_bytes(b"")
+    with pytest.raises(QuestionError, match="is a file"):
+        diagnose(Question(model=str(not_a_directory), smoke=False))
+
+
+def test_a_model_not_here_is_said_and_the_host_judged_without_it() -> None:
+    """A model the deployment names but that lives elsewhere (the serving host's disk, a repo
+    not in this cache): not a usage error; the report says so and judges the host."""
+    report = diagnose(Question(model="/nonexistent/model", facts_file=B200, smoke=False))
+    deployment = report.families[0].evaluation.context.deployment
+    assert report.model is None
+    assert any("/nonexistent/model" in n and "judged without" in n for n in deployment.notes)
 
 
 # --- the MoE activation (fp4doctor/checkpoint/activation.py) and the `activations` rules ---

@@ -27,7 +27,9 @@ from fp4doctor.checkpoint.safetensors import read_header, read_scalars
 from fp4doctor.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-B200 = str(ROOT / "tests" / "fixtures" / "hosts" / "b200.json")
+B200 = str(
+    ROOT / "tests" / "fixtures" / "hosts" / "b200-vllm-0.33.json"
+)  # its FlashInfer runs vLLM 0.33's own picks
 EXPERT = "model.layers.1.mlp.experts.2"
 
 

@@ -145,8 +145,8 @@ def test_env_json_answers_with_json_when_there_is_nothing_to_export(
 
 def test_env_json_gives_the_flags_as_a_list() -> None:
     r = run(
-        "env", "--facts", B200, "--engine-version", "0.24.0", "--shell", "json", "--autotune", "off",
-        "--prefer", "moe:flashinfer-cutedsl-moe",
+        "env", "--facts", B200, "--engine-version", "0.24.0", "--shell", "json",
+        "--autotune", "off", "--prefer", "moe:flashinfer-cutedsl-moe",
     )  # fmt: skip
     document = json.loads(r.stdout)
     assert r.exit_code == 0 and document["outcome"] == "ready"
