@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4doctor.logs import failures, lines, signatures, source
+from fp4doctor.logs import failures, layers, lines, signatures, source
 from fp4doctor.logs.reading import Reading, read_lines, read_text
 from fp4doctor.oracle import startup_log
 
@@ -260,10 +260,11 @@ MEGABYTE = 1024 * 1024
 
 def _patterns() -> list[re.Pattern[str]]:
     import fp4doctor.logs.failures as fm
+    import fp4doctor.logs.layers as ym
     import fp4doctor.logs.lines as lm
     import fp4doctor.logs.reading as rm
 
-    found = [v for m in (fm, lm, rm, startup_log) for v in vars(m).values()
+    found = [v for m in (fm, lm, rm, ym, startup_log) for v in vars(m).values()
              if isinstance(v, re.Pattern)]  # fmt: skip
     found += [p for m in (startup_log._VLLM_LINEAR, startup_log._VLLM_MOE) for p in m
               if isinstance(p, re.Pattern)]  # fmt: skip
@@ -318,3 +319,7 @@ def test_a_megabyte_word_goes_through_every_pattern(word: str) -> None:
         assert reading.text_lines >= 1
     tracker = failures.Tracker()
     tracker.classify(lines.Line(1, word, "", None))
+    tree = layers.Tree(1)
+    tree.feed(word, 1)
+    tree = layers.Tree(1)
+    tree.feed("  (qkv_proj): QKVParallelLinear(quant=" + word, 1)

@@ -15,6 +15,7 @@ from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Question, Report
+    from fp4doctor.logs.layers import Row
     from fp4doctor.logs.verdict import Verdict
 
 
@@ -80,6 +81,30 @@ def _show(verdict: Verdict) -> None:
             lines.append(f"    fix: {f.fix}")
         if f.source and f.status.blocking:
             lines.append(f"    source: {f.source}")
+    if verdict.table:
+        lines += ["", *table(verdict.table)]
     write(clean("\n".join(lines) + "\n"))
     for n in verdict.notes:
         note(n)
+
+
+def table(rows: list[Row]) -> list[str]:
+    """Per layer class: the scheme, the kernel and the backends passed over, for people."""
+    head = ("layer class", "family", "scheme", "modules", "kernel", "skipped")
+    body = [
+        (
+            r.layer,
+            r.family,
+            r.scheme,
+            str(r.modules or "-"),
+            f"{r.kernel} ({r.backend})" if r.kernel and r.backend else (r.kernel or "-"),
+            "; ".join(f"{b}: {why}" for b, why in r.skipped) or "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in (head, *body)) for i in range(len(head) - 1)]
+    out = ["what ran, per layer class:"]
+    for cells in (head, *body):
+        out.append("  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False))
+                   + "  " + cells[-1])  # fmt: skip
+    return out

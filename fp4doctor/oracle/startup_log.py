@@ -71,6 +71,17 @@ def kernels(text: str, number: int) -> list[Ran]:
     return out
 
 
+_SGLANG_ARG = re.compile(
+    r"""['"](quantization|fp4_gemm_runner_backend|moe_runner_backend)['"]\s{0,8}[:=]\s{0,8}"""
+    r"""(?:['"]([\w.-]{1,100})['"]|None)"""
+)
+
+
+def sglang_args(text: str) -> dict[str, str]:
+    """The resolved arguments of SGLang's server_args line that say which FP4 kernels run."""
+    return {k: v for k, v in _SGLANG_ARG.findall(text) if v}
+
+
 def read(text: str) -> tuple[list[Ran], list[Failure]]:
     """The kernels selected and the known errors (one per distinct cause), in the order the log
     has them."""
