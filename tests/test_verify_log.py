@@ -323,3 +323,22 @@ def test_a_megabyte_word_goes_through_every_pattern(word: str) -> None:
     tree.feed(word, 1)
     tree = layers.Tree(1)
     tree.feed("  (qkv_proj): QKVParallelLinear(quant=" + word, 1)
+
+
+def test_a_mostly_binary_file_is_no_verdict_whatever_its_text_lines_say(tmp_path: Path) -> None:
+    blob = b"".join(b"\x7fELF\0\x02\x01" + bytes([i % 256]) + b"\n" for i in range(50))
+    done = verify(tmp_path, blob + b"Segmentation fault\n")
+    assert done.returncode == 3 and "not a text log" in done.stdout
+
+
+def test_a_kernel_line_repeated_is_kept_once() -> None:
+    reading = read_text(f"INFO 01-05 10:00:00 [a.py:1] {LINEAR}\n" * 1000)
+    assert len(reading.ran) == 1
+
+
+def test_the_module_tree_is_capped() -> None:
+    tree = layers.Tree(1)
+    tree.feed("M()(", 1)
+    for i in range(layers.MAX_MODULES + 5):
+        tree.feed(f"  (q{i}): QKVParallelLinear(quant=X, in_features=1)", i)
+    assert len(tree.modules) == layers.MAX_MODULES and tree.done

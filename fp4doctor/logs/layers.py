@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fp4doctor.oracle.startup_log import Ran
 
 HEADER = "vLLM model structure:"
+MAX_MODULES = 10_000  # quantized modules kept of one tree (vLLM collapses repeated layers)
 _TREE = re.compile(
     r"(?P<indent> {0,400})(?:\((?P<name>[^()]{1,200})\): )?(?:(?P<n>\d{1,7}) x )?"
     r"(?P<cls>[A-Za-z_]\w{0,100})\((?P<rest>.{0,4000})$"
@@ -96,6 +97,9 @@ class Tree:
         parent = self._stack[-1][2] if self._stack else 1
         path = ".".join([n for _, n, _ in self._stack if n] + ([name] if name else []))
         rest = m["rest"]
+        if len(self.modules) >= MAX_MODULES:
+            self.done = True
+            return
         if "quant=" in rest and (q := _QUANT.search(rest)):
             self.modules.append(Module(path, m["cls"], q.group(1), parent * count, number))
         if rest.endswith("("):

@@ -44,6 +44,7 @@ class Reading:
     refused: list[tuple[str, str]] = field(default_factory=list)  # MoE backends passed over
     sglang: dict[str, str] = field(default_factory=dict)  # SGLang's resolved arguments read
     _tree_source: str = ""
+    _ran_seen: set[tuple[str, str, str]] = field(default_factory=set)
     _tracker: fl.Tracker = field(default_factory=fl.Tracker)
 
     def feed_raw(self, number: int, raw: bytes) -> None:
@@ -70,7 +71,10 @@ class Reading:
         if found and found[0].engine == "sglang":
             self.sglang_lines += 1
             self.sglang.update(startup_log.sglang_args(text))
-        self.ran.extend(found)
+        for r in found:  # each kernel once (a line repeated a million times is one)
+            if (r.engine, r.family, r.engine_name) not in self._ran_seen:
+                self._ran_seen.add((r.engine, r.family, r.engine_name))
+                self.ran.append(r)
         if self.tree is not None and not self.tree.done and line.source == self._tree_source:
             self.tree.feed(text, line.number)
             return

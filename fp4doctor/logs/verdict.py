@@ -47,6 +47,9 @@ class Verdict:
 def judge(reading: Reading, report: Report | None) -> Verdict:
     """The findings and exit code for `reading`; `report` is fp4doctor's prediction (None: only
     the errors are judged, as for a traceback read without a host)."""
+    t = reading.tally
+    if t.binary and t.binary * 10 >= t.lines:  # a NUL in one line in ten or more: a binary
+        return Verdict([_nothing(reading)], EXIT_NO_VERDICT, _notes(reading))
     out: list[Finding] = []
     notes = _notes(reading)
     table = layers.rows(reading.tree, reading.ran, reading.refused, reading.sglang)
@@ -147,7 +150,7 @@ def _kib() -> int:
 
 def _nothing(reading: Reading) -> Finding:
     t = reading.tally
-    if t.binary and reading.text_lines == 0:
+    if t.binary and (reading.text_lines == 0 or t.binary * 10 >= t.lines):
         why = f"not a text log ({t.binary} of {t.lines} lines hold NUL bytes): no verdict"
     elif reading.empty:
         why = "the log is empty: no verdict"
