@@ -12,7 +12,9 @@ All under the venv's interpreter (a real `pip install vllm==V`), round-robin in 
   (the first run after an install);
 - `check --no-engine`: the rules alone.
 On a host without a GPU `check` asks nothing (the engine stops before choosing), so the check
-judges a B200 facts file at the installed version (`--facts`, `--engine-version`): the engine is
+judges a B200 snapshot of the venv's own install (its probe with one B200 GPU: `--facts` asks
+only the engine the snapshot holds, fp4doctor/oracle/sameness.py) at the installed version
+(`--facts`, `--engine-version`): the engine is
 asked for compute capability 10.0 through the capability stub, and its compiled extension loads
 against the stub libcuda.so.1 of tools/engine_agreement.py (a FAKE driver: a CPU host has none).
 
@@ -37,10 +39,10 @@ from timing import Spec, measure_interleaved, ratio, table, verdict_lines
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.engine_agreement import RELEASES, stub_driver  # noqa: E402
+from fp4doctor import facts  # noqa: E402
+from tools.engine_agreement import RELEASES, host_for, probed, stub_driver  # noqa: E402
 
 TARGET_RATIO = 1.3
-FACTS = ROOT / "tests" / "fixtures" / "hosts" / "b200-vllm-0.33.json"
 CACHED = "fp4doctor check (answers kept)"
 NEWEST = {engine: f"{engine}-{v}" for engine, v in RELEASES}  # the default venv: the last asked
 
@@ -77,6 +79,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         driver = stub_driver(Path(tmp))
         cache = Path(tmp) / "cache"
+        # The venv's own probe with one B200: a snapshot whose engine is the one installed
+        # (check --facts asks only that one: fp4doctor/oracle/sameness.py).
+        snapshot = Path(tmp) / "b200.json"
+        snapshot.write_text(facts.dumps(host_for(probed(python, engine), (10, 0), True)))
         base = {"PYTHONPATH": str(ROOT), "LD_LIBRARY_PATH": str(driver)}  # over this environment
         check = [
             str(python),
@@ -86,7 +92,7 @@ def main() -> int:
             "--target",
             engine,
             "--facts",
-            str(FACTS),
+            str(snapshot),
             "--engine-version",
             version,
         ]

@@ -196,9 +196,28 @@ def command(kind: str, message: str, title: str | None = None) -> str:
     return f"::{kind}{props}::{escape_data(clean(message))}\n"
 
 
+_GPU_NUMBER = re.compile(r"\bGPU \d+")
+_GPU_SUFFIX = re.compile(r"\.gpu\d+$")
+
+
+def _once(findings: Iterable[Finding]) -> list[tuple[Finding, str]]:
+    """Each problem once, however many GPUs it is found on: the first finding and the title to
+    give it (its id, without the GPU suffix when several GPUs share it)."""
+    groups: dict[tuple[str | None, str], list[Finding]] = {}
+    for f in findings:
+        what = f.advisory or _GPU_NUMBER.sub("GPU", f.reason)
+        groups.setdefault((f.backend, what), []).append(f)
+    out = []
+    for found in groups.values():
+        first = found[0]
+        title = first.id if len(found) == 1 else _GPU_SUFFIX.sub("", first.id)
+        out.append((first, title))
+    return out
+
+
 def _annotations(kind: str, findings: Iterable[Finding]) -> list[str]:
-    found = list(findings)
-    lines = [command(kind, _detail(f), title=f.id) for f in found[:ANNOTATIONS_PER_KIND]]
+    found = _once(findings)
+    lines = [command(kind, _detail(f), title=t) for f, t in found[:ANNOTATIONS_PER_KIND]]
     if len(found) > ANNOTATIONS_PER_KIND:
         more = len(found) - ANNOTATIONS_PER_KIND
         lines.append(command(kind, f"and {more} more: see the job summary", title="fp4doctor"))

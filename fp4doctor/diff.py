@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.model import Era, Knob, Profile
+from fp4doctor.selection.engine import engine_auto
 from fp4doctor.versions import contains
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def compare(before: Report, after: Report) -> Upgrade:
 def _family(before: FamilyPart, after: FamilyPart) -> FamilyChanges:
     b, a = before.evaluation, after.evaluation
     chosen = {n for n in (before.resolution.chosen, after.resolution.chosen) if n is not None}
-    picked = {n for n in (b.engine_auto, a.engine_auto) if n is not None}
+    picked = {n for n in (engine_auto(b), engine_auto(a)) if n is not None}
     knobs_used = {k.knob.name for k in (before.resolution, after.resolution) if k.knob}
     set_here = set(a.context.env)
     advisories_b, advisories_a = _advisories(b.all_findings()), _advisories(a.all_findings())
@@ -267,7 +268,7 @@ def _family(before: FamilyPart, after: FamilyPart) -> FamilyChanges:
         valid_here=Delta.of(
             [n for n in b.verdicts if b.valid(n)], [n for n in a.verdicts if a.valid(n)]
         ),
-        engine_pick=(b.engine_auto, a.engine_auto),
+        engine_pick=(engine_auto(b), engine_auto(a)),
         choice=(before.resolution.chosen, after.resolution.chosen),
         advisories_fixed=tuple(f for i, f in advisories_b.items() if i not in advisories_a),
         advisories_introduced=tuple(f for i, f in advisories_a.items() if i not in advisories_b),

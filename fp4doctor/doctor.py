@@ -22,19 +22,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fp4doctor import facts, profile
-from fp4doctor.deployment import Deployment
+from fp4doctor.deployment import DeployedGemm, Deployment
 from fp4doctor.facts import HostFacts
 from fp4doctor.findings import Finding, matches
-from fp4doctor.profile.model import FAMILIES, FAMILIES_EVERY, FAMILY_TITLES, Profile
-from fp4doctor.resolve import Resolution, meant_for, resolve
+from fp4doctor.profile.model import (
+    FAMILIES,
+    FAMILIES_EVERY,
+    FAMILY_LINEAR,
+    FAMILY_TITLES,
+    Profile,
+)
 from fp4doctor.rules import EngineVersion, Evaluation, engine_version, evaluate, live
-from fp4doctor.versions import is_version
+from fp4doctor.selection import select
+from fp4doctor.selection.choice import Resolution, ResolveError, meant_for
+from fp4doctor.versions import is_version, not_a_version
 
 if TYPE_CHECKING:  # the smoke package is imported only when live GEMMs run
     from fp4doctor.checkpoint import Checkpoint
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.coldstart.verdict import ColdStart
+    from fp4doctor.command import EngineCommand
     from fp4doctor.oracle.query import Asking
+    from fp4doctor.settle import Stated
     from fp4doctor.smoke.result import SmokeResult
     from fp4doctor.smoke.runner import Prestarted
 
@@ -89,6 +98,9 @@ class Question:
     skip_autotune: bool = False
     strict: bool = False  # an unverified verdict (a release newer than the data) is not ready
     engine: bool = True  # ask the installed engine's own selection code (fp4doctor/oracle)
+    # The engine's command line as the user will run it (`vllm serve MODEL --tp 4 ...`, after
+    # `--`): the deployment judged as set (fp4doctor/command, fp4doctor/settle.py).
+    command: tuple[str, ...] = ()
 
     def ignore_ids(self) -> tuple[str, ...]:
         return tuple(p.strip() for v in self.ignore for p in v.split(",") if p.strip())
@@ -101,18 +113,22 @@ class Question:
     def ep_size(self) -> int:
         return self.ep or 1
 
-    def deployment(self, ckpt: Checkpoint | None) -> Deployment:
-        """What the question (and the model, when given) says the deployment runs."""
-        experts = ckpt.experts() if ckpt is not None else None
-        return Deployment(
-            tp=self.tp,
-            ep=self.ep,
-            concurrency=self.concurrency,
-            autotune=self.autotune,
-            cuda_graphs=self.cuda_graphs,
-            architectures=ckpt.architectures() if ckpt is not None else None,
-            experts=experts,
-        )
+    def stated(self) -> dict[str, Stated]:
+        """The deployment fields fp4doctor's own options state (the command line's come first)."""
+        from fp4doctor.settle import Stated
+
+        out: dict[str, Stated] = {}
+        for field, value, flag in (
+            ("tp", self.tp, f"--tp {self.tp}"),
+            ("ep", self.ep, f"--ep {self.ep}"),
+            ("concurrency", self.concurrency, f"--concurrency {self.concurrency}"),
+            ("autotune", self.autotune, f"--autotune {'on' if self.autotune else 'off'}"),
+            ("cuda_graphs", self.cuda_graphs,
+             f"--cuda-graphs {'on' if self.cuda_graphs else 'off'}"),
+        ):  # fmt: skip
+            if value is not None:
+                out[field] = Stated(value, f"set by fp4doctor {flag}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -254,7 +270,7 @@ class Report:
         """What stands in the way, for a one-line-each explanation."""
         if self.outcome is Outcome.NO_VERDICT:
             return [f for f in self.host if f.status.blocking]
-        chosen = [f for p in self.families for f in p.resolution.findings if f.status.blocking]
+        chosen = [f for p in self.counted for f in p.resolution.findings if f.status.blocking]
         return chosen + [f for f in self._blocking_outside_the_choice() if f not in chosen]
 
     def ignored_deciding(self) -> list[Finding]:
@@ -305,9 +321,7 @@ def diagnose(
         question = replace(question, smoke=False)
     say = progress or (lambda _message: None)
     if question.engine_version is not None and not is_version(question.engine_version):
-        raise QuestionError(
-            f"--engine-version {question.engine_version!r} is not a version (e.g. 0.15.1)"
-        )
+        raise QuestionError(not_a_version("--engine-version", question.engine_version))
     prestarted = _prestart(question)
     try:
         return _diagnose(question, say, prestarted, host)
@@ -335,31 +349,156 @@ def _prestart(question: Question) -> Prestarted | None:
 
 
 def _deployment(
-    question: Question, ckpt: Checkpoint | None, prof: Profile, host: HostFacts
+    question: Question,
+    ckpt: Checkpoint | None,
+    prof: Profile,
+    host: HostFacts,
+    command: EngineCommand | None,
+    options: dict[str, Stated],
 ) -> Deployment:
-    """What the deployment runs; with the autotune off where `skip_autotune` writes the knob."""
-    deployment = question.deployment(ckpt)
-    if not question.skip_autotune or deployment.autotune is not None:
-        return deployment
-    from fp4doctor.coldstart import rules
+    """The deployment as it will run (fp4doctor/settle.py): what the engine's command line and
+    fp4doctor's options state, else the engine release's defaults; the autotune off where
+    `skip_autotune` writes the knob."""
+    from fp4doctor.settle import settle, stated_by
 
     engine = engine_version(prof, host, question.engine_version)
-    rule = rules.load().autotune_for(prof.target, engine.version)
-    if rule is not None and rule.tunes and rule.disable_arg:
-        return replace(deployment, autotune=False)
-    return deployment
+    try:
+        stated = stated_by(command, options)
+    except ValueError as exc:
+        raise QuestionError(str(exc)) from None
+    return settle(
+        target=prof.target,
+        engine_version=engine.version,
+        engine_label=f"{prof.title} {engine.version}",
+        host=host,
+        stated=stated,
+        architectures=ckpt.architectures() if ckpt is not None else None,
+        experts=ckpt.experts() if ckpt is not None else None,
+        gemms=_deployed_gemms(question, ckpt),
+        skip_autotune=question.skip_autotune,
+    )
+
+
+def _deployed_gemms(question: Question, ckpt: Checkpoint | None) -> tuple[DeployedGemm, ...] | None:
+    """Every NVFP4 GEMM of the model as one rank runs it, for the triggers' shape arithmetic."""
+    if ckpt is None:
+        return None
+    return tuple(
+        DeployedGemm(g.layer.family, g.layer.scheme, g.n, g.k)
+        for g in ckpt.gemms(question.tp_size, question.ep_size)
+        if g.layer.fp4 and g.problem is None
+    )
+
+
+def _with_command_target(question: Question) -> Question:
+    """The question with the target the engine's command line starts (`vllm serve` is vLLM);
+    a --target that names another engine is a usage error."""
+    if not question.command:
+        return question
+    from fp4doctor.command import CommandError
+    from fp4doctor.command.launcher import recognise
+
+    try:
+        target = recognise(question.command).target
+    except CommandError as exc:
+        raise QuestionError(str(exc)) from None
+    if question.target is not None and question.target != target:
+        raise QuestionError(
+            f"--target {question.target}: the command line starts {target}; drop --target "
+            "or run the other engine's command"
+        )
+    return replace(question, target=target)
+
+
+def _engine_command(question: Question, prof: Profile, host: HostFacts) -> EngineCommand | None:
+    """The engine's command line read with the flags of the release judged (an unknown flag or
+    value is the engine's own usage error, now)."""
+    if not question.command:
+        return None
+    from fp4doctor.command import CommandError, parse
+
+    engine = engine_version(prof, host, question.engine_version)
+    environ = host.env if question.facts_file else os.environ
+    try:
+        return parse(question.command, release=engine.version, environ=environ)
+    except CommandError as exc:
+        raise QuestionError(str(exc)) from None
+
+
+def _with_command(question: Question, command: EngineCommand) -> Question:
+    """The question with the model the command line serves (unless --model names one) and the
+    parallel sizes its per-rank shapes are read at: TP, and with expert parallelism each
+    expert whole on a rank (EP = TP for the shapes; the EP size itself is settled apart)."""
+    model = question.model if question.model is not None else command.model
+    tp = question.tp if question.tp is not None else command.value("tp")
+    ep = question.ep
+    if ep is None and command.value("ep") is not None:
+        ep = min(int(command.value("ep")), int(tp or 1))
+    return replace(question, model=model, tp=tp, ep=ep)
+
+
+def _readable_checkpoint(question: Question) -> tuple[Checkpoint | None, str | None]:
+    """The model's checkpoint, or None and why, when it is named but cannot be read offline."""
+    try:
+        return _checkpoint(question), None
+    except _Unread as exc:
+        return None, f"{exc}: judged without the model's checkpoint"
+
+
+def _engine_args(
+    question: Question, prof: Profile, host: HostFacts, command: EngineCommand | None
+) -> dict[str, str]:
+    """The engine's flags as set: the command line's, then its args variable's
+    (`FP4DOCTOR_VLLM_ARGS`, as `vllm serve MODEL $FP4DOCTOR_VLLM_ARGS` passes them): in this
+    environment, or in the facts' when judging a snapshot. A backend flag the command line
+    reader normalised (vLLM lower-cases and turns `-` into `_`) carries the engine's value."""
+    import shlex
+
+    from fp4doctor.settle import engine_flags
+
+    words = list(question.command)
+    variable = prof.engine.args_variable
+    env = host.env if question.facts_file else os.environ
+    if variable and env.get(variable):
+        try:
+            words += shlex.split(env[variable])
+        except ValueError as exc:
+            raise QuestionError(f"{variable}={env[variable]!r} cannot be split: {exc}") from None
+    flags = engine_flags(words)
+    for field in ("linear_backend", "moe_backend"):
+        setting = command.settings.get(field) if command is not None else None
+        if setting is None:
+            continue
+        flag = "--" + setting.flag.split()[0].partition("=")[0].lstrip("-").replace("_", "-")
+        if flag in flags:
+            flags[flag] = str(setting.value)
+    return flags
 
 
 def _diagnose(
     question: Question, say: Progress, prestarted: Prestarted | None, given: HostFacts | None
 ) -> Report:
-    ckpt = _checkpoint(question)  # first: a bad --model is a usage error, before any probe
+    question = _with_command_target(question)  # the engine the command line starts
+    options = question.stated()  # fp4doctor's own --tp/--ep/...: before the command fills them
+    unread: str | None = None
+    if not question.command:  # a bad --model is a usage error, before any probe
+        ckpt, unread = _readable_checkpoint(question)
     host, prof = _host_and_profile(question, given)
+    command = _engine_command(question, prof, host)
+    if command is not None:
+        question = _with_command(question, command)
+        ckpt, unread = _readable_checkpoint(question)
     ignore = question.ignore_ids()
     families = _families(question, prof)
     if ckpt is not None:  # with a model: the families its NVFP4 layers use
         families = [f for f in families if f in ckpt.families()] or families
-    deployment = _deployment(question, ckpt, prof, host)
+    deployment = _deployment(question, ckpt, prof, host, command, options)
+    if unread is not None:
+        deployment = replace(deployment, notes=(unread, *deployment.notes))
+    if command is not None:
+        deployment = replace(deployment, notes=(*command.notes, *deployment.notes))
+    args = _engine_args(question, prof, host, command)
+    env = {**host.env, **(command.environment if command is not None else {})}
     statics = [
         evaluate(
             prof,
@@ -368,10 +507,15 @@ def _diagnose(
             ignore=ignore,
             family=f,
             deployment=deployment,
+            args=args,
+            env=env,
         )
         for f in families
     ]
-    asking = _ask_engine(question, statics, ckpt)  # in the background, during the live GEMMs
+    # In the background, during the live GEMMs; a snapshot (a facts file, or facts given) is
+    # another host's: its GPUs are stubbed, and its engine must be the one installed here.
+    snapshot = bool(question.facts_file) or given is not None
+    asking = _ask_engine(question, statics, ckpt, snapshot)
     results, smoke_note = _live(question, statics, say, prestarted, _smoke_env(ckpt, question))
     answers = asking.answers() if asking is not None else None
     parts: list[FamilyPart] = []
@@ -387,38 +531,54 @@ def _diagnose(
                 ignore=ignore,
                 family=family,
                 deployment=deployment,
+                args=args,
+                env=env,
             )
             if own
             else static
         )
+        if ckpt is not None:
+            model = model or _judge_model(question, ckpt, prof, evaluation)
         try:
             prefer = meant_for(prof, family, question.prefer, "--prefer")
             require = meant_for(prof, family, question.require, "--require")
-            if ckpt is not None:
-                model = model or _judge_model(question, ckpt, prof, evaluation)
-                evaluation = model.fold(evaluation)  # backends that cannot run its GEMMs
-                picked = model.engine_pick(evaluation)
-                if picked:
-                    model = model.with_findings(picked).with_ignores(question.ignore_ids())
-            resolution = resolve(evaluation, prefer=prefer, require=require)
-            if answers is not None:  # the engine's own answer beside the rules'; it decides
-                from fp4doctor.oracle.fold import fold
-
-                resolution = fold(answers, evaluation, resolution)
-        except ValueError as exc:
+            selected = select(evaluation, prefer=prefer, require=require, model=model,
+                              answers=answers)  # fmt: skip
+        except ResolveError as exc:  # a name no backend has: the user's; any other is a bug
             raise QuestionError(str(exc)) from None
-        # Asked: named by --family, used by --model's layers, named by --prefer/--require, or
-        # run by an engine whatever the model has.
-        named = prefer is not None or require is not None
-        asked = bool(question.family or ckpt) or named or prof.engine.families == FAMILIES_EVERY
+        evaluation, resolution = selected.evaluation, selected.resolution
+        if model is not None and selected.model_findings:
+            model = model.with_findings(*selected.model_findings)
+            model = model.with_ignores(question.ignore_ids())
+        asked = _counted(question, prof, family, ckpt, named=prefer is not None or
+                         require is not None)  # fmt: skip
         cold = _cold_start(question, evaluation, resolution)
         parts.append(FamilyPart(family, evaluation, resolution, asked, cold))
     host_findings = parts[0].evaluation.host  # judged once per family, the same each time
     return Report(question, prof, host_findings, tuple(parts), smoke_note, model)
 
 
+def _counted(
+    question: Question, prof: Profile, family: str, ckpt: Checkpoint | None, *, named: bool
+) -> bool:
+    """Whether the deployment is known to run `family`, so that it decides the verdict: named
+    by --family, used by the model's layers, named by --prefer/--require; without a readable
+    model, an engine runs the dense linear layers of any NVFP4 checkpoint, and the MoE experts
+    when the model's name says it has routed experts. Any other family is assumed: judged and
+    reported, not counted."""
+    if question.family or ckpt is not None or named:
+        return True
+    if prof.engine.families != FAMILIES_EVERY:
+        return False
+    if family == FAMILY_LINEAR:
+        return True
+    from fp4doctor.settle import moe_by_name
+
+    return question.model is not None and moe_by_name(question.model) is not None
+
+
 def _ask_engine(
-    question: Question, statics: list[Evaluation], ckpt: Checkpoint | None
+    question: Question, statics: list[Evaluation], ckpt: Checkpoint | None, snapshot: bool
 ) -> Asking | None:
     """The installed engine asked for its own picks (fp4doctor/oracle), per layer class of the
     model when one is given, or None (--no-engine, not installed, no GPU to ask for). Its
@@ -428,26 +588,30 @@ def _ask_engine(
         return None
     from fp4doctor.oracle import query
 
-    weight_only = every_weight_only = False
+    weight_only: set[str] = set()  # the families with weight-only (W4A16) layers
+    every_weight_only: set[str] = set()  # ... and those whose FP4 layers all are
     if ckpt is not None:
         from fp4doctor.checkpoint.layers import SCHEME_W4A16
-        from fp4doctor.profile.model import FAMILY_LINEAR
 
         gemms = ckpt.gemms(question.tp_size, question.ep_size)
-        schemes = [g.layer.scheme for g in gemms if g.layer.fp4 and g.layer.family == FAMILY_LINEAR]
-        weight_only = SCHEME_W4A16 in schemes
-        every_weight_only = bool(schemes) and set(schemes) == {SCHEME_W4A16}
+        for family in {g.layer.family for g in gemms if g.layer.fp4}:
+            schemes = {g.layer.scheme for g in gemms if g.layer.fp4 and g.layer.family == family}
+            if SCHEME_W4A16 in schemes:
+                weight_only.add(family)
+            if schemes == {SCHEME_W4A16}:
+                every_weight_only.add(family)
     try:
         driver_gpus = bool(os.listdir(DRIVER_GPUS))
     except OSError:
         driver_gpus = False
     return query.start(
         statics,
-        stub=bool(question.facts_file) or not driver_gpus,
+        stub=snapshot or not driver_gpus,
         weight_only=weight_only,
         every_weight_only=every_weight_only,
         model=ckpt.config if ckpt is not None else None,
         model_format=ckpt.quant.format if ckpt is not None else None,
+        facts=statics[0].facts if snapshot else None,
     )
 
 
@@ -455,6 +619,7 @@ def _cold_start(question: Question, evaluation: Evaluation, resolution: Resoluti
     """What the chosen backend's first start-up compiles and tunes (fp4doctor/coldstart/)."""
     from fp4doctor.coldstart.verdict import judge
 
+    deployment = evaluation.context.deployment
     try:
         return judge(
             evaluation.facts,
@@ -462,7 +627,8 @@ def _cold_start(question: Question, evaluation: Evaluation, resolution: Resoluti
             engine_version=evaluation.engine.version,
             family=evaluation.family,
             backend=resolution.chosen,
-            ranks=question.tp_size,
+            ranks=deployment.tp or 1,
+            switched_off=deployment.origin("autotune") if deployment.autotune is False else None,
         )
     except profile.ProfileError as exc:
         raise QuestionError(str(exc)) from None
@@ -479,11 +645,18 @@ def _checkpoint(question: Question) -> Checkpoint | None:
             "(the experts are split over EP ranks, each expert over TP/EP)"
         )
     from fp4doctor import checkpoint
+    from fp4doctor.checkpoint.errors import NotHere
 
     try:
         return checkpoint.load(question.model, hub=question.hub)
+    except NotHere as exc:  # named, not readable offline: the host is judged without it
+        raise _Unread(str(exc)) from None
     except checkpoint.CheckpointError as exc:
         raise QuestionError(str(exc)) from None
+
+
+class _Unread(Exception):
+    """The model named cannot be read here (not cached, offline): said, and judged without."""
 
 
 def _smoke_env(ckpt: Checkpoint | None, question: Question) -> dict[str, str] | None:

@@ -130,6 +130,9 @@ class ToolchainFacts:
     nvcc_path: str | None = None
     nvcc_version: str | None = None  # "12.8"
     ninja_path: str | None = None
+    # The nvcc on PATH itself (`shutil.which`), which vLLM before 0.32 looks for whatever
+    # CUDA_HOME says; None when none is (or the snapshot predates it: probe/toolchain.py).
+    nvcc_on_path: str | None = field(default=None, metadata=OMIT_EMPTY)
     # The ptxas Triton assembles with (fp4doctor.probe.triton): below compute capability 10.0,
     # and from it; None when Triton is not installed.
     triton_ptxas_path: str | None = field(default=None, metadata=OMIT_EMPTY)
@@ -280,10 +283,26 @@ def dumps(facts: HostFacts) -> str:
     return json.dumps(to_dict(facts), indent=2, sort_keys=False) + "\n"
 
 
+MAX_GPUS = 1024
+"""The GPUs one snapshot may hold: one host's (the largest single systems have 72 to 576 GPUs
+in one NVLink domain, each node of which is still its own host). A snapshot with more is refused
+(FactsError: exit 3, "no verdict"), so that a crafted file cannot stall a fleet run; judging is
+linear in the GPUs up to it (docs/reliability.md)."""
+
+
+# What every `check --json` report holds at its top (schemas/report-v1 and v2), no snapshot.
+_REPORT_KEYS = frozenset(("outcome", "exit_code", "findings"))
+
+
 def from_dict(data: Any, source: str = "<facts>") -> HostFacts:
     """Build `HostFacts` from parsed JSON, with a clear error naming the bad key."""
     if not isinstance(data, dict):
         raise FactsError(f"{source}: expected a JSON object at the top, got {_kind(data)}")
+    if data.keys() >= _REPORT_KEYS:
+        raise FactsError(
+            f"{source}: a report (`fp4doctor check --json`), not a facts snapshot: --facts "
+            "takes what `fp4doctor probe --json` writes"
+        )
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise FactsError(f"{source}: missing or non-integer 'schema_version'")
@@ -294,6 +313,12 @@ def from_dict(data: Any, source: str = "<facts>") -> HostFacts:
         )
     if version < 1:
         raise FactsError(f"{source}: schema_version {version} is not a valid version")
+    gpus = data.get("gpus")
+    if isinstance(gpus, list) and len(gpus) > MAX_GPUS:
+        raise FactsError(
+            f"{source}: {len(gpus)} GPUs; a snapshot is one host's, of at most {MAX_GPUS} GPUs "
+            "(split a fleet into one snapshot per host)"
+        )
     result = _convert(data, HostFacts, source, "")
     assert isinstance(result, HostFacts)
     return result

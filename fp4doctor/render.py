@@ -16,12 +16,13 @@ from fp4doctor.terminal import clean, encoding_of
 
 if TYPE_CHECKING:  # `probe` renders facts without loading the rules
     from fp4doctor.checkpoint.judge import ModelVerdict
+    from fp4doctor.deployment import Deployment
     from fp4doctor.doctor import FamilyPart, Report
-    from fp4doctor.resolve import Resolution
     from fp4doctor.rules import Evaluation
     from fp4doctor.rules.advisories import Affected
+    from fp4doctor.selection.choice import Resolution
 
-REPORT_SCHEMA_VERSION = 2  # the schema: fp4doctor/schemas/report-v<N>.schema.json
+REPORT_SCHEMA_VERSION = 3  # the schema: fp4doctor/schemas/report-v<N>.schema.json
 
 # A backend under NO VERDICT (exit 3): its checks ran against GPUs that could not be listed, so
 # it is neither valid nor not valid (human text, and `problem` with `valid: null` in JSON).
@@ -96,8 +97,10 @@ def headline(report: Report) -> str:
         return "NO VERDICT"
     if outcome is Outcome.READY:
         left = "".join(
-            f"; no valid backend for the {p.title} (counted with --family {p.family} or --model)"
+            f"; the {p.title}, assumed (no model says it runs; name the model to count it), "
+            + ("cannot run as set" if _fails_as_set(p) else "has no valid backend")
             for p in report.not_counted()
+            if _fails_as_set(p) or p.chosen is None
         )
         return "READY: use " + uses(report) + left
     if not report.verified and report.question.strict:
@@ -108,6 +111,11 @@ def headline(report: Report) -> str:
     if blocked and len(parts) > 1:
         return "NOT READY: no valid backend for the " + " and the ".join(p.title for p in blocked)
     return "NOT READY"
+
+
+def _fails_as_set(part: FamilyPart) -> bool:
+    as_set = part.resolution.as_set
+    return as_set is not None and as_set.runs is False
 
 
 def uses(report: Report) -> str:
@@ -135,10 +143,12 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
     out.heading(title)
     if engine.note:
         out.text(f"note: {engine.note}")
+    if not no_verdict:
+        _verdict_section(out, report)
     out.block("Host", report.host)
     if report.model is not None:
         out.raw(model_lines(report.model, style, verbose))
-    if report.smoke_note:
+    if report.smoke_note and verbose:
         out.gap()
         out.heading("Live smoke GEMM")
         out.text(report.smoke_note)
@@ -159,6 +169,62 @@ def human(report: Report, *, verbose: bool, style: Style) -> str:
         f"{counts['fail'] + counts['error']} failed, {counts['skip']} skipped"
     )
     return "\n".join(out.lines) + "\n"
+
+
+def _verdict_section(out: _Lines, report: Report) -> None:
+    """First: the verdict as set, the one command that fixes it, what blocks, then each family
+    as set and the deployment it was judged for."""
+    out.gap()
+    out.heading(headline(report))
+    seen: set[str] = set()
+    for f in report.blocking():
+        if f.reason in seen:  # the same failure on every GPU is said once
+            continue
+        seen.add(f.reason)
+        out.finding(f)
+    out.gap()
+    out.heading("As set")
+    width = max(len(p.title) for p in report.families)
+    for part in report.families:
+        as_set = part.resolution.as_set
+        counted = "" if part in report.counted else " [assumed: not counted]"
+        if as_set is None or as_set.backend is None:
+            out.marked(Status.SKIP, f"{part.title.ljust(width)}  no backend{counted}")
+            continue
+        status = {True: Status.PASS, False: Status.FAIL, None: Status.SKIP}[as_set.runs]
+        why = ""
+        if as_set.runs is False:
+            detail = as_set.reason if out.verbose else "-v: why"
+            why = ": cannot run here" + (" (above)" if not counted else f" ({detail})")
+        out.marked(
+            status,
+            f"{part.title.ljust(width)}  {as_set.backend}, by {as_set.by}{why}{counted}",
+            hang=width + 2,
+        )
+        if part.chosen is not None and part.chosen != as_set.backend:
+            how = _knob_text(part.evaluation, part.resolution)
+            out.text(f"→ best: {part.chosen}, {how}", 4 + width, 2)
+    deployment = report.families[0].evaluation.context.deployment
+    out.text("deployment: " + deployment_text(deployment, out.verbose))
+    for note in deployment.notes:
+        out.marked(Status.WARN, note)
+
+
+def deployment_text(deployment: Deployment, verbose: bool) -> str:
+    """`TP 1, EP 1, autotune on, CUDA graphs on`: the settled fields (with -v, where each came
+    from); a field nothing settles is "not established"."""
+    shown = (("tp", "TP"), ("ep", "EP"), ("autotune", "FlashInfer autotune"),
+             ("cuda_graphs", "CUDA graphs"), ("concurrency", "concurrency"))  # fmt: skip
+    parts = []
+    for field, label in shown:
+        value = getattr(deployment, field)
+        if value is None:
+            parts.append(f"{label} not established")
+            continue
+        text = ("on" if value else "off") if isinstance(value, bool) else str(value)
+        origin = deployment.origin(field)
+        parts.append(f"{label} {text}" + (f" ({origin})" if verbose and origin else ""))
+    return ", ".join(parts) + ("" if verbose else " (-v: where each comes from)")
 
 
 class _Lines:
@@ -214,7 +280,7 @@ class _Lines:
 
 def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     """`text` in lines of at most `width` columns: the first after `first`, the others after
-    `rest`; a word longer than a line is broken (a terminal would break it anyway)."""
+    `rest`; a word longer than a line (an id, a path) is left whole, so it can be copied."""
     import textwrap
 
     lines: list[str] = []
@@ -225,6 +291,7 @@ def wrap(text: str, width: int, first: str, rest: str) -> list[str]:
             initial_indent=first if not lines else rest,
             subsequent_indent=rest,
             break_on_hyphens=False,
+            break_long_words=False,  # an id stays whole: it is what --ignore takes
         ) or [first.rstrip()]
     return lines
 
@@ -236,12 +303,14 @@ def _family_section(out: _Lines, part: FamilyPart, titled: bool, no_verdict: boo
     title = f" ({part.title})" if titled else ""
     out.gap()
     out.heading(f"Backends{title}" + ("" if out.verbose else "  (-v for every check)"))
-    if evaluation.era.note:
+    if evaluation.era.note and out.verbose:
         out.text(f"{evaluation.engine_label}: {evaluation.era.note}")
     _backend_rows(out, evaluation, no_verdict)
     out.block(f"Environment{title}", evaluation.env_findings)
     # A live result is evidence, shown even when it passed.
     out.block(f"Live smoke GEMM (fp4doctor's own pipeline){title}", evaluation.smoke, passes=True)
+    if not out.verbose and not no_verdict:
+        return  # the choice is in the verdict and "As set" sections; -v repeats it here
     out.gap()
     out.heading(f"Choice{title}")
     if no_verdict:
@@ -249,17 +318,22 @@ def _family_section(out: _Lines, part: FamilyPart, titled: bool, no_verdict: boo
     for f in () if no_verdict and not out.verbose else resolution.findings:
         if f.kind is Kind.CHOICE and f.status is Status.PASS:
             out.text(f"→ {resolution.chosen}: {_knob_text(evaluation, resolution)}", 2, 4)
-        else:
+        elif out.verbose or not f.status.blocking:
             out.finding(f)
-    for note in resolution.notes:
+        elif f.kind is Kind.CHOICE or f.kind is Kind.REQUIRE:
+            out.marked(f.status, "no valid backend to choose (the verdict above says why)")
+    for note in resolution.notes if out.verbose else ():
         out.text(note, 4, 2)
 
 
 def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None:
-    """One line per backend of a family (valid, or its first problem and fix), with its
-    warnings and live results (every finding with -v)."""
+    """One line per backend of a family: valid, with its possible problems counted, or its first
+    problem. Without -v, the backends this release cannot select and those this GPU cannot run
+    are one line each group, and unestablished risks a count; -v shows every finding."""
     verbose = out.verbose
     width = max((len(n) for n in evaluation.verdicts), default=0)
+    unselectable: list[str] = []
+    other_gpu: list[str] = []
     for name, verdict in evaluation.verdicts.items():
         if no_verdict:  # judged against GPUs nobody could list: neither valid nor not valid
             out.marked(Status.SKIP, f"{name.ljust(width)}  {NO_VERDICT_TEXT}", hang=width + 2)
@@ -268,21 +342,38 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             continue
         backend = evaluation.profile.backends[name]
         problem = verdict.first_problem()
+        if problem is not None and not verbose and problem.kind is Kind.KNOB:
+            unselectable.append(name)
+            continue
+        if problem is not None and not verbose and problem.kind is Kind.HARDWARE:
+            other_gpu.append(name)
+            continue
         warns = [f for f in verdict.findings if f.status is Status.WARN]
         status = Status.FAIL if problem else (Status.WARN if warns else Status.PASS)
         kind = "" if backend.native else " (not native FP4)"
-        text = f"valid here{kind}: {backend.summary}" if problem is None else problem.reason
+        if problem is not None:
+            from fp4doctor.selection.choice import short_reason
+
+            text = problem.reason if verbose else short_reason(problem)
+        elif verbose:
+            text = f"valid here{kind}: {backend.summary}"
+        else:
+            text = f"valid here{kind}"
+        # Each possible problem once, however many GPUs it is found on.
+        possible = list({f.advisory or f.reason: f for f in warns if not f.established})
+        if possible and not verbose and problem is None:
+            text += f"; {_count(len(possible), 'possible problem')}, not established (-v)"
         out.marked(status, f"{name.ljust(width)}  {text}", hang=width + 2)
-        if problem is not None and problem.fix and not verbose:
+        if problem is not None and problem.fix:
             out.text(f"fix: {problem.fix}", 6 + width, 5)
-        # Without -v: the warnings, and the live results (evidence either way).
         details = (
             verdict.findings
             if verbose
             else [
                 f
                 for f in verdict.findings
-                if f is not problem and (f.status is Status.WARN or f.kind is Kind.LIVE)
+                if f is not problem
+                and ((f.status is Status.WARN and f.established) or f.kind is Kind.LIVE)
             ]
         )
         said: set[str] = set()  # a warning on every GPU is said once
@@ -290,13 +381,29 @@ def _backend_rows(out: _Lines, evaluation: Evaluation, no_verdict: bool) -> None
             if (f is problem or f.reason in said) and not verbose:
                 continue
             said.add(f.reason)
-            out.finding(f, indent=6 + width)
+            if verbose or f.kind is not Kind.ADVISORY:
+                out.finding(f, indent=6 + width)
+            else:
+                from fp4doctor.selection.choice import short_reason
+
+                out.marked(f.status, short_reason(f), indent=6 + width)
+    label = evaluation.engine_label
+    if unselectable:
+        out.marked(Status.FAIL, f"{label} cannot select: {', '.join(unselectable)} (-v: why)")
+    if other_gpu:
+        ccs = ", ".join(sorted({g.cc_text for g in evaluation.facts.gpus}))
+        where = f"not for compute capability {ccs}" if ccs else "no NVIDIA GPU is visible"
+        out.marked(Status.FAIL, f"{where}: {', '.join(other_gpu)} (-v: what each needs)")
 
 
 # How each cold-start state is marked: a first start that compiles or tunes is a warning.
 _COLD_MARKS = {"ready": Status.PASS, "will-build": Status.WARN, "cannot-build": Status.FAIL,
                "off": Status.PASS, "skipped": Status.PASS, "cached": Status.PASS,
                "will-tune": Status.WARN, "unknown": Status.SKIP}  # fmt: skip
+
+
+def _severity(status: Status) -> int:
+    return [Status.SKIP, Status.PASS, Status.WARN, Status.FAIL, Status.ERROR].index(status)
 
 
 def _cold_start_section(out: _Lines, report: Report) -> None:
@@ -310,6 +417,14 @@ def _cold_start_section(out: _Lines, report: Report) -> None:
         cold = part.cold_start
         assert cold is not None
         jit, tune = cold.jit, cold.autotune
+        if not out.verbose:
+            worst = max((_COLD_MARKS[jit.state], _COLD_MARKS[tune.state]), key=_severity)
+            out.marked(
+                worst,
+                f"{part.title}, {cold.backend or 'no backend'}: JIT {jit.state}, "
+                f"autotune {tune.state} (-v: why)",
+            )
+            continue
         out.text(f"{part.title}, {cold.backend or 'no backend'}:")
         modules = f" [{', '.join(jit.modules)}]" if jit.modules else ""
         out.marked(_COLD_MARKS[jit.state], f"JIT {jit.state}{modules}: {jit.reason}", 4, 2)
@@ -340,6 +455,7 @@ def _knob_text(evaluation: Evaluation, resolution: Resolution) -> str:
 def document(report: Report) -> dict[str, Any]:
     """The JSON report: versioned, with every finding; every family alike under `families`."""
     from fp4doctor.doctor import Outcome
+    from fp4doctor.selection.engine import engine_as_set, engine_auto
 
     findings = report.findings()
     host = report.facts
@@ -378,20 +494,47 @@ def document(report: Report) -> dict[str, Any]:
                     "ready": report.family_ready(part),
                     "chosen": part.chosen,
                     "backends": _backends_doc(part.evaluation, no_verdict),
-                    "engine_auto": part.evaluation.engine_auto,
-                    "engine_as_set": part.evaluation.engine_as_set,
+                    "engine_auto": engine_auto(part.evaluation),
+                    "engine_as_set": engine_as_set(part.evaluation),
                     "resolution": part.resolution.to_dict(),
                     "verified": part.evaluation.verified,
                     "unverified": [u.to_dict() for u in part.evaluation.unverified],
                     "cold_start": part.cold_start.to_dict() if part.cold_start else None,
+                    "as_set": part.resolution.as_set.to_dict() if part.resolution.as_set else None,
+                    "best": {
+                        "backend": part.chosen,
+                        "set_env": dict(part.resolution.set_env),
+                        "unset_env": list(part.resolution.unset_env),
+                        "cli_args": [list(a) for a in part.resolution.cli_args],
+                    },
+                    "counted": part in report.counted,
                 }
                 for part in report.families
             },
+            "deployment": deployment_doc(report),
             "findings": [f.to_dict() for f in findings],
         }
         | ({"smoke_note": report.smoke_note} if report.smoke_note else {})
         | ({"model": report.model.to_dict()} if report.model else {})
     )
+
+
+def deployment_doc(report: Report) -> dict[str, Any]:
+    """The deployment as it will run: each field with its value (None: not established) and
+    where it came from, the notes on settings the release cannot honour, the command judged."""
+    deployment = report.families[0].evaluation.context.deployment
+    fields = ("tp", "ep", "concurrency", "autotune", "cuda_graphs", "architectures", "experts")
+    return {
+        "fields": {
+            f: {
+                "value": list(v) if isinstance(v := getattr(deployment, f), tuple) else v,
+                "origin": deployment.origin(f),
+            }
+            for f in fields
+        },
+        "notes": list(deployment.notes),
+        "command": list(report.question.command),
+    }
 
 
 def _backends_doc(evaluation: Evaluation, no_verdict: bool) -> dict[str, Any]:

@@ -49,12 +49,37 @@ def _within_release(bound: Version, v: Version) -> bool:
     return special and bound.release == v.release
 
 
+MAX_VERSION_CHARS = 64
+"""The longest version text read from the command line: the longest release any engine or
+library here has cut is under 30 characters (`0.5.10rc0+cu128.post1.dev20250101`); 5,000 digits
+once reached Python's 4,300-digit conversion limit inside packaging (a traceback)."""
+
+
 def is_version(text: str) -> bool:
+    """A PEP 440 version of at most MAX_VERSION_CHARS characters."""
+    if len(text) > MAX_VERSION_CHARS:
+        return False
     try:
         Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or an integer over Python's digit limit
         return False
     return True
+
+
+def not_a_version(option: str, text: str) -> str:
+    """The one-line refusal of `text` given to `option` (shortened: it may be 5,000 digits)."""
+    long = len(text) > MAX_VERSION_CHARS
+    shown = f"{text[:20]!r}... ({len(text)} characters)" if long else repr(text)
+    return f"{option} {shown} is not a version (e.g. 0.15.1)"
+
+
+def same_version(a: str, b: str) -> bool:
+    """`a` and `b` name one version, as PEP 440 reads them: `v0.34.0`, `0.34.0` and the local
+    build `0.34.0+cu128` alike (the local part is a build of that release, not another one)."""
+    try:
+        return Version(Version(a).public) == Version(Version(b).public)
+    except ValueError:
+        return a == b
 
 
 @functools.cache  # every rule's description, for each backend and GPU

@@ -281,7 +281,8 @@ def json_output_matches_its_schema(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     import click
 
-    from fp4doctor.cli import app, console
+    from fp4doctor import console
+    from fp4doctor.cli import app
 
     found: list[str] = []
 

@@ -14,10 +14,11 @@ from packaging.specifiers import SpecifierSet
 from fp4doctor import versions
 from fp4doctor.profile.kinds.all_of import AllOf
 from fp4doctor.profile.kinds.any_of import AnyOf
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Backend, Profile, Requirement
+from fp4doctor.profile.model import Backend, Profile
 
 FLASHINFER = "flashinfer-python"
 # The smoke adapter that calls flashinfer.mm_fp4(backend=...), and that backend's key in

@@ -259,16 +259,25 @@ def _write(tmp_path: Path, config: dict[str, object], tensors: bytes | None = No
                                                       "quant_algo": "NVFP4"}},
                           struct.pack("<Q", 500) + b"{}"),
          r"model.safetensors: header cut short \(2 of 500 bytes\)"),
-        (lambda p: _write(p, {"quantization_config": {"quant_method": "modelopt",
-                                                      "quant_algo": "NVFP4"}},
-                          make.header_bytes([("a.q_proj.weight", "BF16", [8, 8])])),
-         r"no NVFP4 weight in the safetensors headers"),
     ],
 )  # fmt: skip
 def test_bad_checkpoints_are_clear_errors(tmp_path: Path, setup: object, message: str) -> None:
     path = setup(tmp_path)  # type: ignore[operator]
     with pytest.raises(checkpoint.CheckpointError, match=message):
         checkpoint.load(path)
+
+
+def test_weights_that_contradict_the_declared_format_are_content_not_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    """Issue 40: a checkpoint whose weights are not NVFP4 though its config says so was a usage
+    error (exit 2, nothing on stdout with --json); it is the checkpoint's content, a finding
+    (tests/test_checkpoint_content.py judges it)."""
+    path = _write(tmp_path, {"quantization_config": {"quant_method": "modelopt",
+                                                     "quant_algo": "NVFP4"}},
+                  make.header_bytes([("a.q_proj.weight", "BF16", [8, 8])]))  # fmt: skip
+    (defect,) = checkpoint.load(path).content.defects
+    assert defect.kind == "dtype" and "no NVFP4 weight" in defect.detail and "BF16" in defect.detail
 
 
 def test_a_partial_download_names_the_missing_shard(tmp_path: Path) -> None:

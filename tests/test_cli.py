@@ -121,8 +121,10 @@ def test_cpu_host_check_says_no_gpu_for_every_backend() -> None:
     p = run("check", "--no-smoke", "--facts", fixture("cpu"))
     assert p.returncode == 1
     assert "no NVIDIA GPU is visible" in p.stdout
-    assert p.stdout.count("no NVIDIA GPU is visible; needs compute capability") >= 8
     assert "NOT READY" in p.stdout
+    # Without -v the backends no GPU can run are one line; -v says it per backend.
+    verbose = run("check", "--no-smoke", "-v", "--facts", fixture("cpu"))
+    assert verbose.stdout.count("no NVIDIA GPU is visible; needs compute capability") >= 8
 
 
 def test_b200_vllm_0_15_prefer_cudnn_emits_the_env_var() -> None:
@@ -276,3 +278,35 @@ def test_no_reason_says_the_same_thing_twice() -> None:
         for finding in json.loads(p.stdout)["findings"]:
             parts = finding["reason"].split("; ")
             assert len(parts) == len(set(parts)), finding["reason"]
+
+
+@pytest.mark.parametrize("name", ["vllm-fp4.txt", "vllm-fp4.conf", "vllm-fp4.json", "vllm-fp4"])
+def test_config_refuses_a_name_vllm_would_not_load(tmp_path: Path, name: str) -> None:
+    # vLLM's --config loader refuses any suffix but .yaml/.yml; once written with exit 0.
+    out = tmp_path / name
+    p = run("config", "--facts", fixture("b200"), "--engine-version", "0.30.0", "--prefer",
+            "cudnn", "-o", str(out))  # fmt: skip
+    assert p.returncode == 2
+    (refusal,) = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert "named .yaml or .yml" in refusal and "-o vllm-fp4.yaml" in refusal
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "meant"),
+    [(["chekc"], "'check'"), (["profiles", "lst"], "'list'"), (["envv"], "'env'")],
+)
+def test_an_unknown_command_is_one_line_with_the_closest_name(args: list[str], meant: str) -> None:
+    # Once click's three-line block with no suggestion.
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert f"no command {args[-1]!r}: did you mean {meant}?" in line
+
+
+def test_an_unknown_backend_names_the_one_meant() -> None:
+    # `--prefer cudnnn` once listed 26 names but not the one meant.
+    p = run("check", "--facts", fixture("b200"), "--no-engine", "--prefer", "cudnnn")
+    assert p.returncode == 2 and p.stdout == ""
+    (line,) = p.stderr.strip().splitlines()
+    assert "unknown backend 'cudnnn' for --prefer with target vllm: did you mean 'cudnn'?" in line

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -545,3 +546,78 @@ def test_cold_start_fast_judges_the_autotuner_bugs_with_the_autotune_it_switches
         "--moe-backend=flashinfer_cutedsl" in flags and "--no-enable-flashinfer-autotune" in flags
     )
     assert "passing over flashinfer-cutedsl-moe" not in err
+
+
+def _hostile(name: str, where: Path, kind: str) -> None:
+    """A name in a shared cache that is not a regular file: a FIFO with no writer, or a link
+    to /dev/zero (endless)."""
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no mkfifo on this platform")
+        os.mkfifo(where / name)
+    else:
+        os.symlink("/dev/zero", where / name)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_fifo_or_dev_zero_in_the_caches_is_a_value_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # vLLM's autotune cache and FlashInfer's managed store are often shared volumes: a FIFO
+    # there once hung every check, a link to /dev/zero read until memory ran out.
+    tune = tmp_path / "vllm" / "flashinfer_autotune_cache" / "0.6.14" / "120f" / "abc"
+    tune.mkdir(parents=True)
+    _hostile("autotune_configs.json", tune, kind)
+    store = tmp_path / "ws" / ".cache" / "flashinfer" / "autotune" / "v2" / "0123456789abcdef"
+    store.mkdir(parents=True)
+    _hostile("manifest.json", store, kind)
+    # A prebuilt module that is not a regular file (its fatbin headers are read).
+    site = tmp_path / "site"
+    module = site / "flashinfer_jit_cache" / "jit_cache" / "fused_moe_120"
+    module.mkdir(parents=True)
+    _hostile("fused_moe_120.so", module, kind)
+    info = site / "flashinfer_jit_cache-0.6.14.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: flashinfer-jit-cache\nVersion: 0.6.14\n"
+    )
+    (info / "RECORD").write_text(
+        "flashinfer_jit_cache/jit_cache/fused_moe_120/fused_moe_120.so,,\n"
+    )
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    env = {"HOME": str(tmp_path / "home"), "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "ws"),
+           "VLLM_CACHE_ROOT": str(tmp_path / "vllm")}  # fmt: skip
+    packages = facts.PackageFacts(versions={"flashinfer-jit-cache": "0.6.14"})
+    found = probe_cold_start(env, packages, ["fused_moe_120"])
+    (tuned,) = found.autotune_files
+    (managed,) = found.managed_stores
+    for got in (tuned, managed):
+        assert got.error is not None and "not a regular file" in got.error, got
+    (pkg,) = found.prebuilt
+    error = pkg.archs["fused_moe_120"].error
+    assert error is not None and "not a regular file" in error
+    assert found.errors == {}
+
+
+def test_prewarm_builds_with_the_installed_flashinfer_not_a_decoy_in_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A `flashinfer/` in the working directory once ran as the user (root in a container) and
+    # was reported as built. The installed FlashInfer here is a FAKE one on PYTHONPATH (the real
+    # one's import takes seconds), whose generator builds nothing.
+    from fp4doctor.coldstart.prewarm import Step, build
+
+    work = tmp_path / "work"
+    (work / "flashinfer").mkdir(parents=True)
+    ran = tmp_path / "decoy-ran"
+    (work / "flashinfer" / "__init__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    installed = tmp_path / "site" / "flashinfer"
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text(
+        "class _Spec:\n    def build_and_load(self):\n        pass\n\n\n"
+        "def gen():\n    return _Spec()\n"
+    )
+    monkeypatch.chdir(work)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    assert build(Step("linear", "flashinfer-cutlass", "m", "flashinfer:gen"), env) is None
+    assert not ran.exists()

@@ -142,3 +142,33 @@ def test_the_command_prints_only_the_comparison_and_exits_with_it() -> None:
     assert schema_errors(document) == [] and document["changes_here"] is True
     refused = CliRunner().invoke(main, [*args, "--engine-version", "0.30.0"])
     assert refused.exit_code == 2 and "--engine-version" in refused.stderr
+
+
+def run_diff(*args: str) -> Any:
+    facts = str(HOSTS / "b200-vllm-0.33.json")
+    return CliRunner().invoke(main, ["diff", "--facts", facts, "--no-engine", *args])
+
+
+@pytest.mark.parametrize("to", ["v0.34.0", "0.34.0+cu128", "0.34"])
+def test_versions_are_compared_as_versions(to: str) -> None:
+    # Once `--to v0.34.0` exited 0 where `--to 0.34.0` exited 1: the pin warning compared text.
+    plain = run_diff("--from", "0.33.0", "--to", "0.34.0")
+    spelt = run_diff("--from", "0.33.0", "--to", to)
+    assert plain.exit_code == 1
+    assert spelt.exit_code == plain.exit_code
+    assert "pins flashinfer-python" in spelt.stdout
+
+
+@pytest.mark.parametrize("where", ["--engine-version", "--from", "--to"])
+def test_a_version_too_long_to_be_one_is_a_usage_error(where: str) -> None:
+    huge = "1" * 5000  # past Python's 4,300-digit limit: once a traceback, exit 1
+    if where == "--engine-version":
+        facts = str(HOSTS / "b200-vllm-0.33.json")
+        result = CliRunner().invoke(main, ["check", "--facts", facts, "--no-engine", where, huge])
+    else:
+        other = "--to" if where == "--from" else "--from"
+        result = run_diff(where, huge, other, "0.33.0")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{where} '11111111111111111111'... (5000 characters) is not a version" in line

@@ -296,3 +296,20 @@ def test_cudnn_versions_decode_in_their_own_encoding(encoded: int, text: str) ->
     from fp4doctor.facts import cudnn_version_text
 
     assert cudnn_version_text(encoded) == text
+
+
+def test_a_check_report_given_as_facts_says_what_it_is(tmp_path: Path) -> None:
+    # Once answered "schema_version 2 is newer than this fp4doctor understands; upgrade".
+    from click.testing import CliRunner
+
+    from fp4doctor.cli import main
+
+    runner = CliRunner()
+    report = runner.invoke(main, ["check", "--facts", str(HOSTS_DIR / "b200.json"), "--no-engine",
+                                  "--json"])  # fmt: skip
+    path = write(tmp_path, None, report.stdout)
+    result = runner.invoke(main, ["check", "--facts", str(path), "--no-engine"])
+    assert result.exit_code == 3
+    (line,) = result.stderr.strip().splitlines()
+    assert "a report (`fp4doctor check --json`), not a facts snapshot" in line
+    assert "upgrade" not in line

@@ -234,7 +234,7 @@ def test_an_address_space_too_small_for_torch_is_a_finding(tmp_path: Path, mib: 
 
 
 def test_ctrl_c_exit_code_is_documented_apart_from_not_ready() -> None:
-    from fp4doctor.cli import console as cli
+    from fp4doctor import console as cli
 
     assert cli.EXIT_INTERRUPTED == 128 + signal.SIGINT
     assert cli.EXIT_INTERRUPTED not in (

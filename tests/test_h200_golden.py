@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from fp4doctor import facts, profile
-from fp4doctor.resolve import resolve
 from fp4doctor.rules import evaluate
+from fp4doctor.selection.choice import resolve
+from fp4doctor.selection.engine import engine_auto
 
 HERE = Path(__file__).parent / "fixtures"
 H200 = facts.load(HERE / "hosts" / "h200.json")
@@ -50,7 +51,7 @@ def test_static_verdicts_match_the_gpu_host(target: str) -> None:
     there = {name: b["valid"] for name, b in linear["backends"].items()}
     assert here == there
     assert resolution.chosen == chosen
-    assert evaluation.engine_auto == linear["engine_auto"]
+    assert engine_auto(evaluation) == linear["engine_auto"]
 
 
 @pytest.mark.parametrize("target", TARGETS)

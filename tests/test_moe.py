@@ -18,7 +18,7 @@ from fp4doctor.cli import main
 from fp4doctor.doctor import Outcome, Question, QuestionError, diagnose
 from fp4doctor.profile.schema import parse
 from fp4doctor.profile.yamlnode import ProfileError
-from fp4doctor.resolve import ResolveError, meant_for
+from fp4doctor.selection.choice import ResolveError, meant_for
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 B200 = str(HOSTS / "b200.json")
@@ -390,8 +390,8 @@ def test_sglang_cutedsl_moe_knob_gives_the_quantization_sglang_asserts() -> None
     """SGLang 0.5.11+ asserts `--quantization modelopt_fp4` with `--moe-runner-backend
     flashinfer_cutedsl` (asked of the real 0.5.16 and 0.5.23: AssertionError without it); 0.5.10
     has no such assert, and no other MoE backend gets the flag."""
-    from fp4doctor.resolve import resolve
     from fp4doctor.rules import evaluate
+    from fp4doctor.selection.choice import resolve
 
     host = facts.load(HOSTS / "b200.json")
     prof = profile.load("sglang")

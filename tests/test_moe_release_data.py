@@ -23,9 +23,11 @@ from packaging.version import Version
 
 from fp4doctor import facts, profile
 from fp4doctor.facts import Gpu, HostFacts
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Era, Knob, Requirement
+from fp4doctor.profile.model import Era, Knob
 from fp4doctor.rules import EngineVersion, Evaluation, era_for, evaluate
+from fp4doctor.rules.backends import conditions_hold
 from fp4doctor.versions import bounds, contains, release_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,11 +332,66 @@ def _sg_own() -> list[str]:
     return ["sglang_moe_blackwell_gate", "native_cuda"]
 
 
+# The platform predicates SGLang's server-args post-processing tests, and the CC majors each
+# one means (sglang/srt/utils/common.py: _check_cuda_device_version(majors, CUDA 12.8)).
+_SG_PREDICATE_MAJORS = {"is_sm120": 12, "is_sm110": 11, "is_sm100": 10}
+# Where the releases resolve --moe-runner-backend for every model: ServerArgs's method
+# (0.5.13-0.5.14), then a post-process pass of sglang/srt/arg_groups/overrides.py (0.5.15+).
+_SG_POST_PROCESSING = ("_handle_moe_kernel_config", "_moe_runner_backend_quant_constraints")
+
+
+def _post_processing_majors(version: str) -> set[int]:
+    """The CC majors on which the release's own post-processing moves `auto` to
+    flashinfer_cutlass for --quantization modelopt_fp4, read from its arg files."""
+    majors: set[int] = set()
+    for rewrite in SGLANG_DATA["releases"][version]["moe"]["fp4_rewrites_of_moe_runner_backend"]:
+        when = " and ".join(rewrite["when"])
+        if rewrite["value"] != "flashinfer_cutlass" or "quantization == 'modelopt_fp4'" not in when:
+            continue
+        if rewrite["function"] not in _SG_POST_PROCESSING or "auto'" not in when:
+            continue  # a per-model override (DeepSeek, Nemotron-H...), judged with its model
+        majors |= {m for name, m in _SG_PREDICATE_MAJORS.items() if name in when}
+    return majors
+
+
+def _auto_head(version: str, cc: int, args: dict[str, str]) -> str | None:
+    """The first step of the release's MoE automatic order that holds at `cc` with the engine
+    flags `args` (the context's `args`, as the engine's command line sets them)."""
+    ctx = dataclasses.replace(judged("sglang", version, cc).context)
+    object.__setattr__(ctx, "args", args)  # the command line, as Context.args carries it
+    era = moe_era(SGLANG, version)
+    return next((step.backend for step in era.auto if conditions_hold(step.conditions, ctx)), None)
+
+
+@pytest.mark.parametrize("version", SGLANG_RELEASES)
+def test_sglang_post_processing_moves_auto_to_flashinfer_cutlass(version: str) -> None:
+    """SGLang's own server-args post-processing (ServerArgs._handle_moe_kernel_config, then
+    arg_groups/overrides.py _moe_runner_backend_quant_constraints) moves --moe-runner-backend
+    auto to flashinfer_cutlass on SM12x (and SM11x from 0.5.22) when --quantization
+    modelopt_fp4 is given; the profile's automatic order says the same, release by release."""
+    majors = _post_processing_majors(version)
+    if release_of(version) >= Version("0.5.13"):
+        assert 12 in majors, version
+    quant = {"--quantization": "modelopt_fp4"}
+    for cc in (100, 110, 120, 121):
+        with_flag = _auto_head(version, cc, quant)
+        without = _auto_head(version, cc, {})
+        assert without != "flashinfer-cutlass-moe" or release_of(version) < Version("0.5.11"), (
+            version,
+            cc,
+        )
+        if cc // 10 in majors:
+            assert with_flag == "flashinfer-cutlass-moe", (version, cc, with_flag)
+        else:
+            assert with_flag == without, (version, cc, with_flag, without)
+
+
 # --- FlashInfer ---------------------------------------------------------------------------------
 
 
 def _fi_expected(entry: dict[str, Any]) -> set[int]:
-    """The NVFP4-capable GPUs of an entry point as the wheel states them."""
+    """The NVFP4-capable GPUs of an entry point as the wheel states them: its gate, else the
+    GPUs its launcher compiles for, narrowed by the kernels the launcher can dispatch to."""
     if entry.get("cc"):
         return {int(c) for c in entry["cc"]}
     dispatch = entry.get("arch_dispatch") or {}
@@ -342,8 +399,22 @@ def _fi_expected(entry: dict[str, Any]) -> set[int]:
         return {int(c) for c in dispatch if int(c) >= 100}  # SM89/SM90 modules: no NVFP4
     majors = entry["jit"]["supported_major_versions"]
     if majors:
-        return {c for c in (100, 103, 107, 110, 120, 121) if c // 10 in majors}
+        launcher = {c for c in (100, 103, 107, 110, 120, 121) if c // 10 in majors}
+        return launcher & _cubin_runs_on(entry.get("cubin_archs"))
     return {100} if "sm_100a" in entry["jit"]["archs"] else set()
+
+
+def _cubin_runs_on(cubins: dict[str, Any] | None) -> set[int]:
+    """The GPUs the trtllm-gen cubins run on: the runner's own `isArchCompatible` where the
+    release has it; before it, every cubin of the manifest is an Sm10x one (the only
+    architectures the trtllm-gen enum the runner names has: Sm100a, Sm100f, Sm103a)."""
+    every = {100, 103, 107, 110, 120, 121}
+    if cubins is None:
+        return every
+    accepts = cubins.get("runner_accepts")
+    if accepts:
+        return {int(sm) for sms in accepts.values() for sm in sms}
+    return {100, 103, 107}
 
 
 FI_ENTRY = {
@@ -388,6 +459,40 @@ def test_flashinfer_moe_gates_per_release(version: str, entry: str) -> None:
         assert ours == {100, 103}
         return
     assert ours == expected, (version, entry)
+
+
+TRTLLM_CUBINS = [
+    (v, rel["moe"]["trtllm_fp4_block_scale_moe"]["cubin_archs"])
+    for v, rel in FI_DATA["releases"].items()
+    if ((rel.get("moe") or {}).get("trtllm_fp4_block_scale_moe") or {}).get("cubin_archs")
+]
+
+
+@pytest.mark.parametrize(("version", "cubins"), TRTLLM_CUBINS)
+def test_trtllm_moe_cubins_run_on_sm10x_only(version: str, cubins: dict[str, Any]) -> None:
+    """A launcher's compile list is not a kernel list (issue 40): whatever GPUs the TRT-LLM MoE
+    launcher compiles for, the cubins each release declares and its runner accepts are SM10x
+    ones, so the profile never admits SM11x or SM12x for flashinfer-trtllm-moe."""
+    declared = cubins.get("declared") or {}
+    for names in declared.values():
+        assert names and all(n.startswith("Sm10") for n in names), (version, declared)
+    accepts = cubins.get("runner_accepts") or {}
+    if declared and accepts:
+        named = {n for names in declared.values() for n in names}
+        assert named == set(accepts), (version, named, accepts)  # "Mirrors isArchCompatible()"
+    for sms in accepts.values():
+        assert all(sm // 10 == 10 for sm in sms), (version, accepts)
+    for line in cubins.get("runner_filters") or []:
+        assert "Sm11" not in line and "Sm12" not in line, (version, line)
+    if Version(version) >= Version("0.6.7"):
+        for cc in (110, 120, 121):
+            host = rich_host(cc)
+            versions = {**host.packages.versions, "flashinfer-python": version}
+            host = dataclasses.replace(
+                host, packages=dataclasses.replace(host.packages, versions=versions)
+            )
+            ev = evaluate(FLASHINFER, host, override_version=version, family="moe")
+            assert not ev.verdicts["flashinfer-trtllm-moe"].valid, (version, cc)
 
 
 def test_flashinfer_entry_points_exist_from_the_release_the_profile_names() -> None:

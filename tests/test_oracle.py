@@ -16,11 +16,13 @@ import pytest
 from fp4doctor import facts, profile
 from fp4doctor.findings import Status
 from fp4doctor.logs import signatures
+from fp4doctor.logs.reading import read_text
 from fp4doctor.oracle import query, startup_log
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
-from fp4doctor.oracle.fold import fold
-from fp4doctor.resolve import resolve
 from fp4doctor.rules import Evaluation, evaluate
+from fp4doctor.selection.asked import fold
+from fp4doctor.selection.choice import resolve
+from fp4doctor.selection.engine import engine_auto
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +43,7 @@ def answered(
     cases = query.cases_for(ev, weight_only)
     for case in cases:
         name = "w4a16" if case.a16 else "as_set" if case.label == AS_SET else case.label
-        pick = picks.get(name, str(ev.engine_auto) if case.a16 else case.label)
+        pick = picks.get(name, str(engine_auto(ev)) if case.a16 else case.label)
         if isinstance(pick, tuple):
             got[case.key] = Answer(case.key, raised=pick[0], message=pick[1])
         else:
@@ -81,7 +83,7 @@ def test_cases_ask_the_knobs_as_set_and_each_knob_set_env_would_write() -> None:
 def test_agreement_passes_and_changes_nothing() -> None:
     ev = judged("b200-vllm-0.33", "0.33.0", "moe")
     r = resolve(ev)
-    folded = fold(answered(ev, as_set=str(ev.engine_auto)), ev, r)
+    folded = fold(answered(ev, as_set=str(engine_auto(ev))), ev, r)
     assert folded.chosen == r.chosen
     assert ids(folded.findings)["engine.oracle.moe"] is Status.PASS
 
@@ -189,13 +191,13 @@ def test_sglang_is_asked_for_the_model_given_and_not_for_weight_only_layers(
     host = facts.load(HOSTS / "b200.json")
     ev = evaluate(profile.load("sglang"), host, override_version="0.5.23", family="linear")
     config = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}
-    asking = query.start([ev], stub=True, weight_only=True, model=config)
+    asking = query.start([ev], stub=True, weight_only={"linear"}, model=config)
     assert asking is not None and asking.engine == "sglang"
     asking._thread.join()
     assert started == [asking] and asking.model == config
     assert asking.cases and not any(c.a16 for c in asking.cases)
     vllm_ev = judged("b200-vllm-0.33", "0.33.0", "linear")
-    vllm_asking = query.start([vllm_ev], stub=True, weight_only=True)
+    vllm_asking = query.start([vllm_ev], stub=True, weight_only={"linear"})
     assert vllm_asking is not None and any(c.a16 for c in vllm_asking.cases)
     vllm_asking._thread.join()
 
@@ -273,7 +275,8 @@ REFUSED = (
 
 
 def test_the_log_lines_of_each_release_name_the_kernels() -> None:
-    ran, errors = startup_log.read(LINES_0_18 + LINES_0_34)
+    reading = read_text(LINES_0_18 + LINES_0_34)
+    ran, errors = reading.ran, reading.known_failures
     assert [(r.family, startup_log.backend_of(r)) for r in ran] == [
         ("linear", "flashinfer-cutlass"),
         ("moe", "flashinfer-trtllm-moe"),
@@ -311,7 +314,7 @@ def test_the_log_lines_of_each_release_name_the_kernels() -> None:
     ],
 )
 def test_known_errors_get_their_diagnosis(line: str, kind: str) -> None:
-    _, errors = startup_log.read(f"INFO start\n{line}\n")
+    errors = read_text(f"INFO start\n{line}\n").known_failures
     assert [e.cause for e in errors] == [kind]
     assert errors[0].first.number == 2
     assert next(s for s in signatures.shipped() if s.id == kind).fix
@@ -322,7 +325,7 @@ def test_sglang_server_args_name_its_backends() -> None:
         "[2026-12-03 10:00:00] server_args={'model_path': 'x', 'fp4_gemm_runner_backend': "
         "'auto', 'moe_runner_backend': 'flashinfer_cutlass'}"
     )
-    ran, _ = startup_log.read(line)
+    ran = read_text(line).ran
     assert [(r.engine, r.family, r.engine_name) for r in ran] == [
         ("sglang", "linear", "auto"),
         ("sglang", "moe", "flashinfer_cutlass"),
@@ -403,3 +406,62 @@ def test_the_answers_are_kept_for_a_long_question(
                         packages=["packaging"], env=dict(os.environ))  # fmt: skip
         assert asked.answers().unasked is None
     assert _Canned.started == 1
+
+
+def _dist_info(site: Path, name: str, version: str) -> None:
+    """A package installed as pip lays it out (its dist-info; no code is needed to find it)."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text(f"{info.name}/METADATA,,\n")
+
+
+def _asked_twice_then_after_an_install(env: dict[str, str], site: Path) -> list[int]:
+    """How many workers ran after each of three runs: two alike, then one after FlashInfer's
+    cubin package is installed beside the engine."""
+    cases = [Case("as set", "linear", (12, 0))]
+    started = []
+    for step in range(3):
+        if step == 2:
+            _dist_info(site, "flashinfer-cubin", "0.6.9")
+        asked = _Canned("vllm", "vLLM", "0.33.0", cases, stub=True, package="fake-engine",
+                        packages=["fake-engine"], env=env)  # fmt: skip
+        assert asked.answers().unasked is None
+        started.append(_Canned.started)
+    return started
+
+
+def test_a_package_installed_after_the_answers_were_kept_asks_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The path fp4doctor's own fixes send users down: check, install what the fix names, check
+    # again. The kept answer once described the install before the fix.
+    site = tmp_path / "site"
+    _dist_info(site, "fake-engine", "1.0")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    monkeypatch.setenv("FP4DOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(query.ENGINE_PYTHON_ENV, raising=False)
+    if query.installed("flashinfer-cubin"):
+        pytest.skip("flashinfer-cubin is installed in this interpreter")
+    _Canned.started = 0
+    assert _asked_twice_then_after_an_install(dict(os.environ), site) == [1, 1, 2]
+
+
+def test_answers_from_an_engine_in_another_venv_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FP4DOCTOR_ENGINE_PYTHON: fp4doctor installed with pipx, the engine in its own venv. The
+    # other interpreter is this one behind a script, its packages in a directory of its own.
+    site = tmp_path / "engine-site"
+    _dist_info(site, "fake-engine", "1.0")
+    python = tmp_path / "engine-venv" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    env = {**os.environ, query.ENGINE_PYTHON_ENV: str(python), "PYTHONPATH": str(site),
+           "FP4DOCTOR_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    if query.installed("flashinfer-cubin") and not os.environ.get(query.ENGINE_PYTHON_ENV):
+        pytest.skip("flashinfer-cubin is installed in this interpreter")
+    monkeypatch.setenv("FP4DOCTOR_CACHE_DIR", env["FP4DOCTOR_CACHE_DIR"])  # cache.cached's
+    _Canned.started = 0
+    assert _asked_twice_then_after_an_install(env, site) == [1, 1, 2]

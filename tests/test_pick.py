@@ -1,7 +1,8 @@
-"""What the engine picks, left alone (fp4doctor.pick): `check` and `explain` give one answer for
-every checkpoint fixture on every host fixture, and vLLM's weight-only (W4A16) branch follows
-the released wheels (profiles/shapes.yaml `weight_only`): Marlin forced up to 0.29, CuTe-DSL
-W4A16 on SM100/103 from 0.30, Humming first on SM90 from 0.32 when humming-kernels is installed.
+"""What the engine picks, left alone (fp4doctor/selection/engine.py): `check` and `explain` give
+one answer for every checkpoint fixture on every host fixture, and vLLM's weight-only (W4A16)
+branch follows the released wheels (profiles/shapes.yaml `weight_only`): Marlin forced up to
+0.29, CuTe-DSL W4A16 on SM100/103 from 0.30, Humming first on SM90 from 0.32 when
+humming-kernels is installed.
 Offline: fixture facts and header-only checkpoints."""
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from fp4doctor import render
-from fp4doctor.checkpoint import explain
 from fp4doctor.cli import main
 from fp4doctor.doctor import FamilyPart, Question, Report, diagnose
 from fp4doctor.findings import Kind
+from fp4doctor.selection import explain
+from fp4doctor.selection.engine import engine_auto, family_pick
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -98,7 +100,7 @@ def _linear(report: Report) -> FamilyPart:
 
 
 def _linear_pick(report: Report) -> str | None:
-    return _linear(report).evaluation.engine_auto
+    return engine_auto(_linear(report).evaluation)
 
 
 @pytest.mark.parametrize(
@@ -190,13 +192,13 @@ def test_weight_only_experts_pass_over_the_w4a4_moe_backends(version: str, expec
     Marlin; the same checkpoint in W4A4 stays on FlashInfer TRT-LLM."""
     report = _report("b200-vllm-0.33", version, MOE_A16)
     moe = next(p for p in report.families if p.family == "moe")
-    assert moe.evaluation.engine_auto == expected
-    pick = moe.evaluation.engine_pick
+    assert engine_auto(moe.evaluation) == expected
+    pick = family_pick(moe.evaluation)
     skipped = {c.backend: c.reason for c in pick.passed_over}
     assert "weight-only (W4A16)" in skipped["flashinfer-trtllm-moe"]
     assert not moe.evaluation.valid("flashinfer-trtllm-moe")
     w4a4 = _report("b200-vllm-0.33", version, "qwen3-30b-a3b-fp4", tp=1)
-    assert next(p for p in w4a4.families if p.family == "moe").evaluation.engine_auto == (
+    assert engine_auto(next(p for p in w4a4.families if p.family == "moe").evaluation) == (
         "flashinfer-trtllm-moe"
     )
 
@@ -212,7 +214,7 @@ def test_nemotron_is_judged_on_its_ungated_shapes() -> None:
     assert not gate_up.layer.gated
     assert not [f for f in report.model.findings if f.kind is Kind.ENGINE_PICK]
     moe = next(p for p in report.families if p.family == "moe")
-    assert moe.evaluation.engine_auto == "flashinfer-trtllm-moe"
+    assert engine_auto(moe.evaluation) == "flashinfer-trtllm-moe"
     assert moe.evaluation.valid("flashinfer-trtllm-moe")
 
 

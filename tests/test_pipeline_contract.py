@@ -26,8 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fp4doctor import cli, facts, render, startup
-from fp4doctor.cli import console
+from fp4doctor import cli, console, facts, render, startup
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -697,8 +696,11 @@ def test_check_on_this_host_without_a_gpu_runs_no_live_gemm_by_default() -> None
 def test_an_advisory_id_as_fp4doctor_advisories_prints_it_is_ignored() -> None:
     """`--ignore` takes the advisory ids `fp4doctor advisories` lists (issue 31), not only the
     finding ids that carry them."""
-    advisory = "vllm-sm12x-nvfp4-cutlass-illegal-instruction"
-    base = ("check", "--facts", host("gb10"), "--engine-version", "0.15.0", "--json")
+    # An unconditional, reproduced bug (nvidia-cutlass-dsl 4.5.0 breaks the b12x MoE on SM12x):
+    # it blocks wherever it applies (issue 39's policy; the vLLM SM12x CUTLASS entry, read only
+    # from its PR's message, now warns).
+    advisory = "cutlass-dsl-4.5.0-sm12x-block-scale-mma-ptxas"
+    base = ("check", "--facts", host("gb10"), "--target", "vllm", "--json")
     before = json.loads(fp4doctor(*base, "--no-smoke").stdout)
     after_p = fp4doctor(*base, "--no-smoke", "--ignore", advisory)
     after = json.loads(after_p.stdout)

@@ -433,16 +433,17 @@ def test_the_kind_passes_where_the_module_was_built_for_the_gpu() -> None:
 @pytest.mark.parametrize(
     ("archs_", "versions", "ok", "measured"),
     [
-        # What could not be looked at is said and passed: an old snapshot, a file the install
-        # does not list (an editable build, a renamed module), a distribution not installed.
-        (None, {"vllm": "0.22.0"}, True, "vllm/_C.abi3.so not checked: the facts carry no scan"),
+        # What could not be looked at is said ("not read": a skip, not a pass; issue 40): an old
+        # snapshot, a file the install does not list (an editable build, a renamed module), a
+        # distribution not installed.
+        (None, {"vllm": "0.22.0"}, True, "vllm/_C.abi3.so not read: the facts carry no scan"),
         (
             CompiledArchs(error="vllm 0.22.0 installed no file _C.abi3.so"),
             {"vllm": "0.22.0"},
             True,
-            "not checked: vllm 0.22.0 installed no file _C.abi3.so",
+            "not read: vllm 0.22.0 installed no file _C.abi3.so",
         ),
-        (CompiledArchs(["sm_120"]), {}, True, "not checked: vllm is not installed"),
+        (CompiledArchs(["sm_120"]), {}, True, "not read: vllm is not installed"),
         # A module that is there and wrong fails.
         (
             CompiledArchs(error="not an ELF file", path="/x/_C.abi3.so"),
@@ -464,6 +465,7 @@ def test_the_kind_fails_only_what_it_read(
     )
     check = CompiledArch(VLLM_C).check(context(host), host.gpus[0])
     assert check.ok is ok and measured in check.measured
+    assert check.read is ("not read" not in measured)
 
 
 @pytest.mark.parametrize(
@@ -503,7 +505,8 @@ def test_the_kind_without_a_gpu_says_it_did_not_check() -> None:
     host = facts.load(HOSTS / "cpu.json")
     installed = replace(host, packages=replace(host.packages, versions={"vllm": "0.22.0"}))
     check = CompiledArch(VLLM_C).check(context(installed), None)
-    assert (check.ok, check.measured) == (True, f"{VLLM_C} not checked: no GPU to check it for")
+    assert (check.ok, check.read) == (True, False)
+    assert check.measured == f"{VLLM_C} not read: no GPU to check it for"
 
 
 # --- the kind in a profile: parsed, registered, its modules scanned, judged --------------------
@@ -745,9 +748,14 @@ def test_the_profiles_are_found_where_the_profile_package_finds_them() -> None:
 def test_engine_modules_come_from_the_shipped_profiles_text() -> None:
     assert archs.engine_modules([]) == []
     assert archs.engine_modules(["sglang", "tensorrt-llm"]) == []  # none of their rules name one
-    from_text = archs.engine_modules(["vllm"])
-    assert from_text == modules_read(profile.load("vllm"))  # the parsed profile agrees
+    # that is installed: FlashInfer's cubins (profiles/common/flashinfer.yaml) are read only
+    # where flashinfer-cubin is (issue 40: every binary a backend needs).
+    cubins = archs.engine_modules(["sglang", "flashinfer-cubin"])
+    assert cubins and all(m.startswith("flashinfer-cubin/") for m in cubins)
+    from_text = archs.engine_modules(["vllm", "flashinfer-cubin"])
+    assert sorted(from_text) == sorted(modules_read(profile.load("vllm")))  # the parsed profile
     assert VLLM_C in from_text
+    assert archs.engine_modules(["vllm"]) == [m for m in from_text if m.startswith("vllm/")]
 
 
 def test_probe_scans_the_installed_engines_modules(

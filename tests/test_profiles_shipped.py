@@ -26,8 +26,9 @@ from profile_tables import (
 )
 
 from fp4doctor import profile, versions
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Era, Knob, Profile, Requirement
+from fp4doctor.profile.model import Era, Knob, Profile
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference"
 SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"

@@ -26,7 +26,7 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 
 def test_readme_exit_codes_match_the_cli() -> None:
-    from fp4doctor.cli import console as cli
+    from fp4doctor import console as cli
 
     readme = (ROOT / "README.md").read_text()
     for code in (cli.EXIT_READY, cli.EXIT_NOT_READY, cli.EXIT_USAGE, cli.EXIT_NO_VERDICT):

@@ -43,14 +43,14 @@ from fp4doctor.facts import (
 )
 from fp4doctor.profile.kinds.all_of import all_hold
 from fp4doctor.profile.kinds.any_of import AnyOf
-from fp4doctor.profile.kinds.base import Context
+from fp4doctor.profile.kinds.base import Context, Requirement
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.cudnn_backend import CudnnBackend
 from fp4doctor.profile.kinds.env import Env
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.same_version import SameVersion
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Era, Knob, Profile, Requirement
+from fp4doctor.profile.model import Era, Knob, Profile
 
 DATA = Path(__file__).resolve().parents[1] / "tools" / "extract" / "data"
 

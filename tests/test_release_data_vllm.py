@@ -29,11 +29,13 @@ from fp4doctor.checkpoint import constraints
 from fp4doctor.doctor import Outcome, Question, diagnose
 from fp4doctor.facts import Gpu, HostFacts
 from fp4doctor.profile.kinds.any_of import AnyOf
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.use import Use
-from fp4doctor.profile.model import Era, Knob, Requirement
+from fp4doctor.profile.model import Era, Knob
 from fp4doctor.rules import EngineVersion, Evaluation, era_for, evaluate
 from fp4doctor.rules.backends import conditions_hold
+from fp4doctor.selection.engine import engine_auto
 from fp4doctor.versions import bounds, release_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -522,8 +524,8 @@ def test_a_failing_flashinfer_import_is_not_absence(version: str) -> None:
         rich_host(100), packages=dataclasses.replace(rich_host(100).packages, versions=versions)
     )
     ev = evaluate(VLLM, broken, override_version=version)
-    assert ev.engine_auto in fi_steps, (version, ev.auto_order)
-    assert not ev.valid(ev.engine_auto)
+    assert engine_auto(ev) in fi_steps, (version, ev.auto_order)
+    assert not ev.valid(engine_auto(ev))
 
 
 def test_no_flashinfer_step_before_vllm_uses_it() -> None:
@@ -617,9 +619,9 @@ def test_vllm_0_17_to_0_19_without_flashinfer_stops_in_moe_selection(version: st
     # order imports it first: ModuleNotFoundError on every GPU (vLLM 0.18.0 asked for CC 9.0-12.1).
     ev = evaluate(VLLM, _without_flashinfer(cc), override_version=version, family="moe")
     if Version(version) >= Version("0.20"):
-        assert ev.engine_auto != "flashinfer-trtllm-moe" and ev.valid(str(ev.engine_auto))
+        assert engine_auto(ev) != "flashinfer-trtllm-moe" and ev.valid(str(engine_auto(ev)))
         return
-    assert ev.engine_auto == "flashinfer-trtllm-moe" and not ev.valid("flashinfer-trtllm-moe")
+    assert engine_auto(ev) == "flashinfer-trtllm-moe" and not ev.valid("flashinfer-trtllm-moe")
     reasons = [p.reason for p in ev.verdicts["flashinfer-trtllm-moe"].problems()]
     assert any("ModuleNotFoundError" in r for r in reasons), reasons
 
@@ -628,7 +630,7 @@ def test_vllm_0_17_to_0_19_without_flashinfer_stops_in_moe_selection(version: st
 def test_the_w4a16_cutedsl_knob_disables_the_w4a4_kernel(version: str) -> None:
     # --linear-backend=flashinfer_cutedsl names both CuTe-DSL kernels, W4A4 first; vLLM 0.33.0
     # and 0.34.0 ran the W4A16 one only with VLLM_DISABLED_KERNELS naming the W4A4 one.
-    from fp4doctor.resolve import resolve
+    from fp4doctor.selection.choice import resolve
 
     ev = evaluate(VLLM, rich_host(100), override_version=version)
     w4a16 = resolve(ev, prefer="flashinfer-cutedsl-w4a16")

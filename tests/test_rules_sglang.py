@@ -13,8 +13,8 @@ import pytest
 
 from fp4doctor import facts, profile
 from fp4doctor.findings import Status
-from fp4doctor.resolve import resolve
 from fp4doctor.rules import Evaluation, evaluate
+from fp4doctor.selection.choice import resolve
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 SGLANG = profile.load("sglang")
@@ -69,7 +69,7 @@ def test_automatic_order(
     fixture: str, version: str | None, engine_auto: str, chosen: str | None
 ) -> None:
     ev = judge(fixture, version)
-    assert ev.engine_auto == engine_auto
+    assert engine_auto(ev) == engine_auto
     assert resolve(ev).chosen == chosen
 
 

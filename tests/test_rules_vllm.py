@@ -19,8 +19,9 @@ from fp4doctor import facts, profile
 from fp4doctor.cli import main
 from fp4doctor.doctor import Outcome, Question, Report, diagnose
 from fp4doctor.findings import Status
-from fp4doctor.resolve import ResolveError, resolve
 from fp4doctor.rules import Evaluation, Unverified, evaluate
+from fp4doctor.selection.choice import ResolveError, resolve
+from fp4doctor.selection.engine import engine_auto
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 VLLM = profile.load("vllm")
@@ -217,7 +218,7 @@ def test_automatic_order(
     fixture: str, version: str, engine_auto: str, chosen: str | None, knob: tuple[str, str] | None
 ) -> None:
     ev = judge(fixture, version)
-    assert ev.engine_auto == engine_auto
+    assert engine_auto(ev) == engine_auto
     r = resolve(ev)
     assert r.chosen == chosen
     assert (r.set_env + r.cli_args) == ((knob,) if knob else ())
@@ -279,7 +280,7 @@ def test_old_cudnn_refuses_cudnn_with_measured_and_required() -> None:
 def test_no_flashinfer_falls_back_to_vllm_cutlass() -> None:
     ev = judge("b200-no-flashinfer", "0.15.1")
     assert not ev.valid("flashinfer-cudnn")
-    assert ev.engine_auto == "cutlass"
+    assert engine_auto(ev) == "cutlass"
     assert resolve(ev).chosen == "cutlass"
 
 
@@ -287,7 +288,7 @@ def test_no_nvcc_no_cubin_means_vllm_ignores_flashinfer() -> None:
     ev = judge("b200-no-nvcc-no-cubin", "0.15.1")
     status, _ = finding(ev, "backend.flashinfer-cudnn.flashinfer_kernels")
     assert status is Status.FAIL
-    assert ev.engine_auto == "cutlass"
+    assert engine_auto(ev) == "cutlass"
 
 
 def test_ignore_downgrades_and_still_shows() -> None:
@@ -364,8 +365,13 @@ def test_env_says_why_it_unsets_batch_invariant() -> None:
     assert "VLLM_BATCH_INVARIANT" in r.unset_env
     (why,) = [n for n in r.notes if n.startswith("unsets VLLM_BATCH_INVARIANT")]
     assert "Humming for a W4A16 checkpoint" in why
+    # Not set here, it is still unset (the output may be applied where it is set), and the
+    # reason is said: once a bare `unset -v VLLM_BATCH_INVARIANT` (issue 42).
     quiet = resolve(judge("b200", "0.34.0"))
-    assert not [n for n in quiet.notes if "VLLM_BATCH_INVARIANT" in n]
+    assert "VLLM_BATCH_INVARIANT" in quiet.unset_env
+    (why,) = [n for n in quiet.notes if "VLLM_BATCH_INVARIANT" in n]
+    assert why.startswith("unsets VLLM_BATCH_INVARIANT (not set here): ")
+    assert "Humming for a W4A16 checkpoint" in why
 
 
 def test_vllm_cutlass_moe_leaves_sm110_in_0_34() -> None:
@@ -409,6 +415,26 @@ def test_a_flashinfer_newer_than_its_data_makes_the_vllm_verdict_unverified() ->
     h = dataclasses.replace(h, packages=dataclasses.replace(h.packages, versions=versions))
     ev = evaluate(VLLM, h, override_version="0.34.0", family="moe")
     assert [u.package for u in ev.unverified] == ["flashinfer-python"]
+
+
+@pytest.mark.parametrize("package", ["nvidia-cudnn-frontend", "nvidia-cutlass-dsl"])
+def test_a_cudnn_frontend_or_cutlass_dsl_newer_than_the_data_is_said_unverified(
+    package: str,
+) -> None:
+    # Once judged as verified with no note, where a newer FlashInfer or engine gets one.
+    h = host("b200")
+    newest = dict(VLLM.engine.newest_read)[package]
+    newer = f"{Version(newest).major}.{Version(newest).minor + 1}.0"
+    versions = {**h.packages.versions, package: newer}
+    h = dataclasses.replace(h, packages=dataclasses.replace(h.packages, versions=versions))
+    ev = evaluate(VLLM, h, override_version="0.34.0", family="linear")
+    assert [u.package for u in ev.unverified] == [package]
+    (marked,) = [f for f in ev.host if f.id == f"engine.unverified.{package}"]
+    assert marked.status is Status.WARN and "not verified" in marked.reason
+    at_newest = dataclasses.replace(
+        h, packages=dataclasses.replace(h.packages, versions={**versions, package: newest})
+    )
+    assert evaluate(VLLM, at_newest, override_version="0.34.0", family="linear").verified
 
 
 def test_strict_makes_an_unverified_verdict_not_ready() -> None:

@@ -326,7 +326,7 @@ def test_the_hook_refuses_a_document_that_does_not_match(
     pytester.makepyfile(
         test_bad="""
         import click
-        from fp4doctor.cli import console
+        from fp4doctor import console
 
         def _in(command, text):
             with click.Context(click.Command(command), info_name=command):
@@ -350,7 +350,7 @@ def test_the_hook_refuses_a_document_that_does_not_match(
         """
     )
     # This test's own hook must not see the inner run's bad document: the inner hook does.
-    from fp4doctor.cli import console
+    from fp4doctor import console
 
     monkeypatch.setattr(console, "write", console.write.__wrapped__)  # type: ignore[attr-defined]
     monkeypatch.setattr(subprocess, "run", subprocess.run.__wrapped__)  # type: ignore[attr-defined]

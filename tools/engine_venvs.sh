@@ -47,4 +47,12 @@ for release in "${releases[@]}"; do
   [ -n "$bindings" ] && .venv/bin/uv pip install -q --compile-bytecode -p "$venv/bin/python" --reinstall --no-deps "cuda-bindings==$bindings"
   touch "$venv/.installed"
 done
+# The agreement's off-pin scenario: an older flashinfer-python (a pure-Python wheel, 7.6 MB)
+# unpacked ahead of each venv's own; without it that scenario skips, and says so.
+wheels="$PWD/.ci-cache/wheels"
+ls "$wheels"/flashinfer_python-*.whl >/dev/null 2>&1 \
+  || .venv/bin/pip download -q --no-deps flashinfer-python==0.6.3 -d "$wheels" \
+  || echo "engine_venvs: could not download flashinfer-python 0.6.3: the off-pin scenario skips" >&2
+# tests/test_engine.py is the agreement of tools/engine_agreement.py, one test per release and
+# scenario (docs/engine-oracle.md: its table, and how long it takes).
 FP4DOCTOR_ENGINE_VENVS="$ENGINE_VENVS" .venv/bin/python -m pytest -m engine -n 0 tests/test_engine.py

@@ -5,28 +5,41 @@
         print(gemm.layer.name, gemm.n, gemm.k)
 
 Only `config.json`, `hf_quant_config.json`, the shard index and safetensors headers are read,
-never tensor data. With a shard index, only the shards holding the first layer of each kind are
-opened (a 160-shard checkpoint costs a few header reads); without one, every shard's header.
-Torch-free and offline unless `hub=True` (docs/models.md).
+and of tensor data only the scalar scales (`weight_scale_2`, `input_scale`, ...: 4 bytes each).
+The layer classes come from the shards holding the first layer of each kind; the content
+(fp4doctor/checkpoint/content.py: each tensor the format needs, per layer class and per expert,
+its dtype, the scalar scales' values) from every shard's header, up to MAX_CONTENT_HEADER_BYTES
+in all. Torch-free and offline unless `hub=True` (docs/models.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from fp4doctor.checkpoint.activation import MoeActivation, read_activation
+from fp4doctor.checkpoint.content import DTYPE, NOT_READ, Content, Defect, inspect
 from fp4doctor.checkpoint.errors import CheckpointError
 from fp4doctor.checkpoint.files import boundary, inside, is_regular, shard
 from fp4doctor.checkpoint.layers import LayerClass, Scan, layer_classes, modules, scan
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
 from fp4doctor.checkpoint.quant import QuantConfig, read_quant
-from fp4doctor.checkpoint.safetensors import INDEX_NAME, TensorInfo, read_header, read_index
+from fp4doctor.checkpoint.safetensors import (
+    INDEX_NAME,
+    Scalars,
+    TensorInfo,
+    read_header_sized,
+    read_index,
+    read_scalars,
+)
 from fp4doctor.checkpoint.source import Remote, load_json, locate
 
 __all__ = ["Checkpoint", "CheckpointError", "LayerClass", "MoeActivation", "RankGemm", "load"]
+
+# The headers read for the content, in all: DeepSeek-R1's 163 shards hold about 30 MB of them.
+MAX_CONTENT_HEADER_BYTES = 256_000_000
 
 
 @dataclass(frozen=True)
@@ -39,7 +52,8 @@ class Checkpoint:
     quant: QuantConfig
     layers: tuple[LayerClass, ...]
     shards: int
-    headers_read: int
+    headers_read: int  # the shard headers read for the layer classes
+    content: Content = field(default_factory=Content)
 
     @property
     def architecture(self) -> str:
@@ -127,10 +141,14 @@ def _from_directory(model: str, root: Path) -> Checkpoint:
                 f"{index_file}: 'weight_map' names {len(missing)} shard(s) that are not in "
                 f"{root} (first: {missing[0]}): a partial download?"
             )
+        headers: dict[Path, tuple[dict[str, TensorInfo], int]] = {}
         tensors: dict[str, TensorInfo] = {}
         for name in wanted:
-            tensors.update(read_header(paths[name]))
+            headers[paths[name]] = read_header_sized(paths[name])
+            tensors.update(headers[paths[name]][0])
         read = len(wanted)
+        names: list[str] = list(weight_map)
+        content_files = [paths[s] for s in shards]
     else:
         files = [inside(f, within) for f in sorted(root.glob("*.safetensors"))]
         if not files:
@@ -138,12 +156,50 @@ def _from_directory(model: str, root: Path) -> Checkpoint:
                 f"{root}: no *.safetensors file and no {INDEX_NAME}: a partial download, or "
                 "weights in another format"
             )
-        tensors = {}
-        for f in files:
-            tensors.update(read_header(f))
+        headers = {f: read_header_sized(f) for f in files}
+        tensors = {n: t for f in files for n, t in headers[f][0].items()}
         found = scan((name, "") for name in tensors)
         shards, read = [f.name for f in files], len(files)
-    return _build(model, str(root), config, quant, tensors, found, len(shards), read)
+        names, content_files = list(tensors), files
+    content = _read_content(names, content_files, headers, quant)
+    return _build(model, str(root), config, quant, tensors, found, len(shards), read, content)
+
+
+def _read_content(
+    names: list[str],
+    files: list[Path],
+    headers: dict[Path, tuple[dict[str, TensorInfo], int]],
+    quant: QuantConfig,
+) -> Content:
+    """Every shard's header (those already read kept), up to MAX_CONTENT_HEADER_BYTES in all,
+    and the scalar scales' values; the content's defects."""
+    infos: dict[str, TensorInfo] = {}
+    values: dict[str, tuple[float, ...]] = {}
+    beyond: list[str] = []
+    header_bytes = opened = scalar_bytes = 0
+    skipped: list[Path] = []
+    header_only = False
+    for path in files:
+        if path not in headers and header_bytes > MAX_CONTENT_HEADER_BYTES:
+            skipped.append(path)
+            continue
+        found, size = headers.get(path) or read_header_sized(path)
+        opened += 1
+        header_bytes += size
+        infos.update(found)
+        got: Scalars = read_scalars(path, found.values())
+        values.update(got.values)
+        beyond += got.beyond
+        scalar_bytes += got.bytes_read
+        header_only = header_only or got.header_only
+    defects, modules = inspect(names, infos, values, quant, beyond)
+    if skipped:
+        defects.append(
+            Defect(NOT_READ, "", "", (), len(skipped), tuple(p.name for p in skipped[:3]),
+                   detail=f"headers over {MAX_CONTENT_HEADER_BYTES} bytes in all")
+        )  # fmt: skip
+    how = "read" if values or not header_only else "not read: header-only files (no tensor data)"
+    return Content(tuple(defects), modules, len(values), scalar_bytes, opened, header_bytes, how)
 
 
 def _from_remote(model: str, remote: Remote) -> Checkpoint:
@@ -155,7 +211,9 @@ def _from_remote(model: str, remote: Remote) -> Checkpoint:
     quant = read_quant(config, f"{where}/config.json", hf_quant, f"{where}/hf_quant_config.json")
     tensors = dict(remote.tensors)
     found = scan((name, "") for name in tensors)
-    return _build(model, where, config, quant, tensors, found, 0, 0)
+    defects, modules = inspect(tensors, tensors, {}, quant)
+    content = Content(tuple(defects), modules, values="not read: headers from the Hub only")
+    return _build(model, where, config, quant, tensors, found, 0, 0, content)
 
 
 def _build(
@@ -167,6 +225,7 @@ def _build(
     found: Scan,
     shards: int,
     read: int,
+    content: Content,
 ) -> Checkpoint:
     classes = layer_classes(modules(tensors), found)
     # A truncated or partly read checkpoint may hold fewer experts than the model has.
@@ -176,12 +235,18 @@ def _build(
     if experts:
         classes = [replace(c, experts=experts) if c.experts else c for c in classes]
     if not any(c.fp4 for c in classes):
-        raise CheckpointError(
-            f"{where}: no NVFP4 weight in the safetensors headers (uint8 'weight' or "
-            "'weight_packed' with an F8_E4M3 'weight_scale'), though "
-            f"{quant.file} says {quant.label}"
-        )
-    return Checkpoint(model, where, config, quant, tuple(classes), shards, read)
+        # The declared format, contradicted by every weight: a finding of the content (what
+        # the engines do with it is in profiles/shapes.yaml `content`), not a usage error.
+        dtypes = sorted({t.dtype for n, t in tensors.items() if n.endswith(".weight")})
+        gemm = [c for c in classes if not c.fp4]
+        content = replace(content, defects=(*content.defects, Defect(
+            DTYPE, "", "", ("weight",), sum(c.count for c in gemm),
+            tuple(c.example + ".weight" for c in gemm[:3]),
+            detail=f"no NVFP4 weight (uint8 'weight' or 'weight_packed' with an F8_E4M3 "
+            f"'weight_scale') though {quant.file} says {quant.label}; weights stored as "
+            f"{', '.join(dtypes) or 'nothing'}",
+        )))  # fmt: skip
+    return Checkpoint(model, where, config, quant, tuple(classes), shards, read, content)
 
 
 def _config_int(config: Mapping[str, Any], *keys: str) -> int:

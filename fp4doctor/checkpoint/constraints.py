@@ -1,5 +1,7 @@
 """The shape rules of `profiles/shapes.yaml`, as typed data: per-rank alignments each backend
-needs, the checkpoint formats each engine release reads, and the weight-only kernels.
+needs, the checkpoint formats each engine release reads, the weight-only kernels, and what each
+release does with a defect of the checkpoint's content (`content`: fp4doctor/checkpoint/
+content_rules.py).
 
 Parsed with the profile machinery (`fp4doctor.profile.yamlnode`), so a malformed entry is
 refused with its file, line and key, and unknown keys are errors.
@@ -13,7 +15,9 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.checkpoint import content_rules
 from fp4doctor.checkpoint.activation import ACTIVATIONS
+from fp4doctor.checkpoint.content_rules import ContentRule
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE
 from fp4doctor.checkpoint.quant import FORMATS
 from fp4doctor.profile import builtin_dir
@@ -139,6 +143,7 @@ class ShapeRules:
     formats: tuple[FormatSupport, ...]
     weight_only: tuple[WeightOnly, ...]
     activations: tuple[ActivationSupport, ...] = ()
+    content: tuple[ContentRule, ...] = ()
 
     def activation_rules(self, target: str, version: str) -> list[ActivationSupport]:
         return [
@@ -182,7 +187,9 @@ def load(path: str | None = None) -> ShapeRules:
 
     file = Path(path) if path else default_path()
     root = compose(read_text(file), str(file))
-    fields = root.mapping(("schema", "alignments", "formats", "weight_only", "activations"))
+    fields = root.mapping(
+        ("schema", "alignments", "formats", "weight_only", "activations", "content")
+    )
     if required(fields, "schema", root).integer() != 1:
         raise fields["schema"].error("should be 1 (the schema this fp4doctor reads)")
     aligns = tuple(_alignment(n) for n in _seq(fields, "alignments"))
@@ -197,11 +204,17 @@ def load(path: str | None = None) -> ShapeRules:
             raise node.error(f"id {act.id!r} is given twice")
         seen[act.id] = "activations"
     _no_overlap(fields, acts)
+    content = tuple(content_rules.parse(n) for n in _seq(fields, "content"))
+    for node, rule in zip(_seq(fields, "content"), content, strict=True):
+        if rule.id in seen:
+            raise node.error(f"id {rule.id!r} is given twice")
+        seen[rule.id] = "content"
     return ShapeRules(
         aligns,
         tuple(_format(n) for n in _seq(fields, "formats")),
         tuple(_weight_only(n) for n in _seq(fields, "weight_only")),
         acts,
+        content,
     )
 
 

@@ -6,7 +6,12 @@ Pure: a checkpoint, a profile, an engine version and a parallel size in; finding
   weight-only checkpoint). The core folds them into that backend's verdict, so the choice steers
   to a backend that can run the model;
 - standing (`findings`): what fails whatever the backend (a format this release does not read,
-  a size TP does not divide, an alignment every backend of the release needs).
+  a size TP does not divide, an alignment every backend of the release needs, a defect of the
+  checkpoint's content this release loads as garbage or refuses: fp4doctor/checkpoint/
+  content_judge.py).
+The layers are judged as the release runs them: a ModelOpt `quant_algo: NVFP4` checkpoint is W4A4
+to it even where a module stores no input scale, unless it reads weight-only config groups as
+W4A16 (`content_judge.engine_scheme`).
 Ids are `model.<layer class>.<...>`, so `--ignore model.experts` names all the MoE's.
 """
 
@@ -16,14 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fp4doctor.checkpoint import Checkpoint
+from fp4doctor.checkpoint import Checkpoint, content_judge
 from fp4doctor.checkpoint.activation import MoeActivation
 from fp4doctor.checkpoint.constraints import ActivationSupport, Alignment, ShapeRules
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR, FAMILY_MOE, SCHEME_W4A16
 from fp4doctor.checkpoint.parallel import RankGemm, per_rank
 from fp4doctor.findings import Finding, Kind, Status, apply_ignores
-from fp4doctor.pick import Pick, layer_picks
-from fp4doctor.pick import Status as Taken
 from fp4doctor.profile.model import Profile
 from fp4doctor.rules import Evaluation
 from fp4doctor.versions import contains
@@ -81,68 +84,6 @@ class ModelVerdict:
             None,
         )  # fmt: skip
 
-    def engine_pick(self, evaluation: Evaluation) -> Finding | None:
-        """A failure when the engine, left alone (no knob set), cannot run the model's layers
-        of this family (`evaluation`, folded): its pick for a layer class fails on that layer's
-        per-rank GEMM, or it passes over every backend. A pick that cannot run on the host at
-        all is the resolver's warning, unless the layer takes another branch than the family
-        (a weight-only layer in a mixed checkpoint)."""
-        if evaluation.env_selection is not None:
-            return None
-        for _, pick in layer_picks(evaluation, self):
-            chosen = pick.chosen
-            if chosen is None and pick.fails:
-                return self._none_left(evaluation, pick)
-            if chosen is None or chosen.status is not Taken.FAILS:
-                continue
-            finding = chosen.finding
-            own = finding is not None and finding in self.per_backend.get(chosen.backend, ())
-            if finding is not None and (own or pick.weight_only != evaluation.weight_only):
-                return self._pick_fails(evaluation, pick, finding)
-        return None
-
-    def _none_left(self, evaluation: Evaluation, pick: Pick) -> Finding:
-        passed = pick.passed_over
-        first = next((c.finding for c in passed if c.finding is not None), None)
-        names = ", ".join(c.backend for c in passed)
-        reason = passed[0].reason if passed else ""
-        return Finding(
-            f"model.engine_auto.{evaluation.family}",
-            Status.FAIL,
-            f"{evaluation.engine_label}, left alone, finds no {evaluation.family} backend for "
-            f"this model ('No NvFp4 MoE backend supports the deployment configuration'): it "
-            f"passes over {names}; {reason}",
-            fix='eval "$(fp4doctor env)" (a backend that runs it, if one does here), or '
-            + ((first.fix if first else None) or "another engine release"),
-            backend=passed[0].backend if passed else None,
-            source=first.source if first else None,
-            details=dict(first.details) if first else {},
-            kind=Kind.ENGINE_PICK,
-        )
-
-    def _pick_fails(self, evaluation: Evaluation, pick: Pick, blocking: Finding) -> Finding:
-        passed = [c for c in pick.passed_over if c.finding is not None and c.finding.details]
-        skipped = ""
-        if passed:
-            why = "; ".join(
-                f"{c.backend}: {c.finding.details.get('why', c.finding.id)}"
-                for c in passed
-                if c.finding is not None
-            )
-            skipped = f"passes over {', '.join(c.backend for c in passed)} ({why}) and "
-        layers = f" for its weight-only {pick.layer} layers" if pick.weight_only else ""
-        return Finding(
-            f"model.engine_auto.{evaluation.family}",
-            Status.FAIL,
-            f"{evaluation.engine_label}, left alone, {skipped}picks {pick.backend}{layers}, which "
-            f"cannot run this model: {blocking.reason}",
-            fix='eval "$(fp4doctor env)", or ' + (blocking.fix or "another --tp"),
-            backend=pick.backend,
-            source=blocking.source,
-            details=dict(blocking.details),
-            kind=Kind.ENGINE_PICK,
-        )
-
     def with_findings(self, *found: Finding) -> ModelVerdict:
         return replace(self, findings=(*self.findings, *found))
 
@@ -157,6 +98,7 @@ class ModelVerdict:
     def to_dict(self) -> dict[str, Any]:
         return {
             "checkpoint": self.checkpoint.to_dict(),
+            "content": self.checkpoint.content.to_dict(),
             "tp": self.tp,
             "ep": self.ep,
             "gemms": [g.to_dict() for g in self.gemms],
@@ -171,7 +113,7 @@ def judge(
     """The model's findings for `profile`'s engine at `version`, at TP `tp` and EP `ep`."""
     target = profile.target
     label = f"{profile.title} {version}"
-    gemms = ckpt.gemms(tp, ep)
+    gemms = as_engine_runs(ckpt, ckpt.gemms(tp, ep), target, version, rules)
     fp4 = [g for g in gemms if g.layer.fp4]
     fmt = ckpt.quant.format
     standing: list[Finding] = []
@@ -247,9 +189,28 @@ def judge(
             _weight_only_findings(
                 family, ckpt.quant.format, profile, version, rules, label, standing, per_backend
             )
+    standing += content_judge.findings(ckpt, target, version, label, rules.content)
     return ModelVerdict(
         ckpt, tp, ep, tuple(gemms), tuple(standing), {b: tuple(fs) for b, fs in per_backend.items()}
     )
+
+
+def as_engine_runs(
+    ckpt: Checkpoint, gemms: list[RankGemm], target: str, version: str, rules: ShapeRules
+) -> list[RankGemm]:
+    """`gemms` with each NVFP4 layer's scheme the one `target` at `version` runs it as
+    (content_judge.engine_scheme); the oracle's questions need the same (fp4doctor/oracle)."""
+    out = []
+    for g in gemms:
+        scheme = (
+            content_judge.engine_scheme(ckpt, target, version, g.layer.family, rules.content)
+            if g.layer.fp4
+            else None
+        )
+        if scheme is not None and scheme != g.layer.scheme:
+            g = replace(g, layer=replace(g.layer, scheme=scheme))
+        out.append(g)
+    return out
 
 
 def _weight_only_findings(
@@ -264,7 +225,7 @@ def _weight_only_findings(
 ) -> None:
     """Every FP4 layer of `family` is weight-only (W4A16): each backend of the family that runs
     only W4A4 layers gets the finding in its verdict. The linear family's weight-only layers go
-    down the engine's weight-only branch whatever its W4A4 pick (fp4doctor.pick); the MoE's
+    down the engine's weight-only branch whatever its W4A4 pick (selection/engine.py); the MoE's
     automatic order passes over experts backends that refuse weight-only experts, and one asked
     for by name raises. A release whose weight-only kernels are not known is said, not judged."""
     entry = rules.weight_only_backends(profile.target, version, family, fmt)

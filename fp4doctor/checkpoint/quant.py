@@ -11,6 +11,11 @@ Formats, as the engines name them:
   4-bit floats in groups of 16 (`nvfp4-pack-quantized`), with 4-bit input activations (W4A4) or
   none (W4A16); unquantised modules in `ignore` (vllm .../compressed_tensors/compressed_tensors.py
   `_is_nvfp4_format`, wheel 0.33.0).
+
+A ModelOpt `quant_algo: NVFP4` config may also carry compressed-tensors style `config_groups`
+whose every group has `input_activations: null`: weights only, though the algo says W4A4
+(`weight_only_groups`). vLLM from 0.29.0 loads such a checkpoint as W4A16_NVFP4; before, and in
+SGLang, it goes down the W4A4 path (profiles/shapes.yaml `content`, defect `weight_only_groups`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class QuantConfig:
     file: str
     excluded: tuple[str, ...] = ()
     producer: str | None = None
+    # quant_algo NVFP4 whose config_groups all have input_activations null (weights only).
+    weight_only_groups: bool = False
 
     @property
     def label(self) -> str:
@@ -64,7 +71,7 @@ def read_quant(
             raise CheckpointError(f"{hf_file}: key 'quantization' is missing or not an object")
         producer = hf_quant.get("producer")
         name = producer.get("name") if isinstance(producer, dict) else None
-        return _modelopt(hf_quant["quantization"], hf_file, "quantization", name)
+        return _modelopt(hf_quant["quantization"], hf_file, "quantization", name, hf_quant)
     qc = config.get("quantization_config")
     if qc is None:
         raise CheckpointError(
@@ -75,7 +82,7 @@ def read_quant(
         raise CheckpointError(f"{config_file}: 'quantization_config' is not an object")
     method = qc.get("quant_method")
     if method in ("modelopt", "modelopt_fp4"):
-        return _modelopt(qc, config_file, "quantization_config", "modelopt")
+        return _modelopt(qc, config_file, "quantization_config", "modelopt", qc)
     if method == "compressed-tensors":
         return _compressed_tensors(qc, config_file)
     raise CheckpointError(
@@ -84,7 +91,9 @@ def read_quant(
     )
 
 
-def _modelopt(q: Mapping[str, Any], file: str, key: str, producer: str | None) -> QuantConfig:
+def _modelopt(
+    q: Mapping[str, Any], file: str, key: str, producer: str | None, whole: Mapping[str, Any]
+) -> QuantConfig:
     algo = q.get("quant_algo")
     fmt = _MODELOPT_ALGOS.get(str(algo).upper()) if algo is not None else None
     if fmt is None:
@@ -110,7 +119,20 @@ def _modelopt(q: Mapping[str, Any], file: str, key: str, producer: str | None) -
                 f"{file}: '{key}.quantized_layers' has no NVFP4 layer (algos: "
                 f"{', '.join(sorted(algos)) or 'none'})"
             )
-    return QuantConfig(fmt, file, tuple(excluded), producer)
+    return QuantConfig(fmt, file, tuple(excluded), producer, _weight_only_groups(fmt, whole))
+
+
+def _weight_only_groups(fmt: str, whole: Mapping[str, Any]) -> bool:
+    """vLLM's test, on the config it was given (`original_config`): quant_algo NVFP4 and every
+    config group's `input_activations` null (vllm-project/vllm vllm/model_executor/layers/
+    quantization/modelopt.py ModelOptNvFp4Config._from_config, wheels 0.29.0-0.34.0)."""
+    groups = whole.get("config_groups")
+    return (
+        fmt == MODELOPT_NVFP4
+        and isinstance(groups, dict)
+        and bool(groups)
+        and all(isinstance(g, dict) and g.get("input_activations") is None for g in groups.values())
+    )
 
 
 def _is_fp4(args: Any) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fp4doctor.checkpoint.errors import CheckpointError
+from fp4doctor.checkpoint.errors import CheckpointError, NotHere
 from fp4doctor.checkpoint.files import parse_json, read_bytes
 from fp4doctor.checkpoint.safetensors import TensorInfo
 
@@ -73,15 +73,13 @@ def locate(model: str, *, hub: bool = False) -> Path | Remote:
             f"{model}: is a file; --model takes a checkpoint directory or a repo id"
         )
     if not REPO_ID.match(model):
-        raise CheckpointError(
-            f"{model}: no such directory (and not a Hugging Face repo id ORG/NAME)"
-        )
+        raise NotHere(f"{model}: no such directory here (and not a Hugging Face repo id ORG/NAME)")
     cached = cached_snapshot(model)
     if cached is not None:
         return cached
     if hub:
         return fetch_remote(model)
-    raise CheckpointError(
+    raise NotHere(
         f"{model}: no such directory, and not in the Hugging Face cache ({hub_cache_dir()}); "
         "download it (huggingface-cli download --include '*.json' ...) or pass --hub to read "
         "its configs and safetensors headers from the Hub"

@@ -1,8 +1,8 @@
 """The command line: parse, call the doctor core, render, pick the exit code.
 
 Exit codes (a contract, see README):
-  0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
-  1  not ready: the checks ran, and the required path is not valid
+  0  ready as set: the kernel the engine will run per family can run here, no known bug
+  1  not ready: as set it runs a kernel that cannot run (the fix is named), or no valid path
   2  usage or profile error
   3  no verdict could be reached (e.g. NVML cannot tell which GPUs exist)
   4  could not write the output (a full disk, a closed stdout or pipe); one line on stderr
@@ -15,8 +15,10 @@ PYTHONIOENCODING=ascii) what it cannot carry is written in ASCII (`terminal.fit`
 its control characters escaped (`terminal.clean`).
 
     app        the top-level group; each command's module loads when that command runs
-    console    stdout and stderr, the user errors and the exit codes
-    options    the options every question-asking command shares, and `env`/`config`'s settle
+    (fp4doctor/console.py: stdout and stderr, the user errors, the exit codes and the command
+    classes; fp4doctor/options.py: the options every question-asking command shares, and
+    `env`/`config`'s settle. Both live outside this package so that node and fleet share them
+    without importing the command line.)
     check, env, config, explain, diff, probe, profiles: one command (or group) each
     (node and fleet: fp4doctor/fleet/commands.py)
 

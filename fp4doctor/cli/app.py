@@ -12,17 +12,17 @@ from typing import Any
 import click
 
 from fp4doctor import __version__, signals, startup
-from fp4doctor.cli.console import (
+from fp4doctor.console import (
     EXIT_CODES_HELP,
     EXIT_READY,
+    Command,
+    HelpFits,
     Interrupted,
     OutputError,
-    UserError,
-    carries,
+    Suggests,
     discard_stdout,
     flush_stdout,
 )
-from fp4doctor.terminal import encoding_of, fit
 
 #: Each command's name, and the module (and attribute) that defines it.
 COMMANDS = {
@@ -41,36 +41,7 @@ COMMANDS = {
 }
 
 
-class _HelpFits:
-    """`--help` as stdout can carry it: click writes it as UTF-8 to an ASCII stream, and fails
-    on a Latin-1 one."""
-
-    def get_help(self, ctx: click.Context) -> str:
-        text: str = super().get_help(ctx)  # type: ignore[misc]
-        if carries(text, encoding := encoding_of(sys.stdout)):
-            return text
-        return fit(text, encoding)
-
-
-class Command(_HelpFits, click.Command):
-    """Every command's class: `--help` that fits the stream, a bad value as one line."""
-
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        # A bad value (`--tp 0`) is one line, as every other user error; click's usage block
-        # stays for what is about the command line's shape (an unknown option).
-        try:
-            return super().make_context(*args, **kwargs)
-        except click.BadParameter as exc:
-            raise UserError(exc.format_message().rstrip(".")) from None
-
-
-class Group(_HelpFits, click.Group):
-    """A group of commands under the top level (`profiles`)."""
-
-    command_class = Command
-
-
-class _Main(_HelpFits, click.Group):
+class _Main(HelpFits, Suggests):
     """The top-level group. Ctrl-C ends any command with one line and exit code 130, not
     click's "Aborted!" and exit 1 (which a pipeline would read as "not ready"); a write error on
     stdout with one line and exit code 4; stdout is flushed before the exit code is final."""

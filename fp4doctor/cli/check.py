@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, note, write
-from fp4doctor.cli.options import ask, question_options
+from fp4doctor.console import EXIT_CODES_HELP, Command, UserError, note, write
+from fp4doctor.options import ENGINE_COMMAND_HELP, ask, engine_command, question_options
 from fp4doctor.terminal import encoding_of
 
 if TYPE_CHECKING:
@@ -20,7 +19,8 @@ if TYPE_CHECKING:
 CHECK_FORMATS = ("text", "json", "junit", "github")  # renderers: render.py, ci_formats.py
 
 
-@click.command(cls=Command, epilog=EXIT_CODES_HELP)
+@click.command(cls=Command, epilog=f"{ENGINE_COMMAND_HELP}\n\n{EXIT_CODES_HELP}")
+@engine_command
 @question_options
 @click.option(
     "--format",

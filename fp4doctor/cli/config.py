@@ -6,15 +6,22 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, note, user_errors, write
-from fp4doctor.cli.options import ask, question_options, settle, using
+from fp4doctor.console import EXIT_CODES_HELP, Command, UserError, note, user_errors, write
+from fp4doctor.options import (
+    ENGINE_COMMAND_HELP,
+    ask,
+    engine_command,
+    question_options,
+    settle,
+    using,
+)
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Question
 
 
-@click.command(cls=Command, epilog=EXIT_CODES_HELP)
+@click.command(cls=Command, epilog=f"{ENGINE_COMMAND_HELP}\n\n{EXIT_CODES_HELP}")
+@engine_command
 @question_options
 @click.option(
     "-o",

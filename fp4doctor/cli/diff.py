@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import UserError, user_errors, write
-from fp4doctor.cli.options import question_options
+from fp4doctor.console import Command, UserError, user_errors, write
+from fp4doctor.options import question_options
 from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:
@@ -30,6 +29,11 @@ def diff(q: Question, old: str, new: str, as_json: bool) -> None:
 
     if q.engine_version is not None:
         raise UserError("diff compares --from and --to: --engine-version has no place here")
+    from fp4doctor.versions import is_version, not_a_version
+
+    for option, given in (("--from", old), ("--to", new)):
+        if not is_version(given):
+            raise UserError(not_a_version(option, given))
     with user_errors():
         changes = upgrade(q, old, new)
     if as_json:

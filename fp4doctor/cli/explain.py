@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import UserError, write
-from fp4doctor.cli.options import ask, question_options
+from fp4doctor.console import Command, UserError, write
+from fp4doctor.options import ask, question_options
 from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:
@@ -24,7 +23,7 @@ def explain(q: Question, as_json: bool) -> None:
     from dataclasses import replace
 
     from fp4doctor import render
-    from fp4doctor.checkpoint import explain as explaining
+    from fp4doctor.selection import explain as explaining
 
     if q.model is None:
         raise UserError("explain needs --model PATH_OR_ID (and --tp N): the layers to explain")

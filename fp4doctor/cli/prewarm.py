@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, note, user_errors, write
-from fp4doctor.cli.options import ask, question_options, settle
+from fp4doctor.console import EXIT_CODES_HELP, Command, UserError, note, user_errors, write
+from fp4doctor.options import ask, question_options, settle
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Question

@@ -6,8 +6,7 @@ from __future__ import annotations
 import click
 
 from fp4doctor import facts
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import user_errors, write
+from fp4doctor.console import Command, user_errors, write
 
 
 @click.command(cls=Command)

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from fp4doctor.cli.app import Group
-from fp4doctor.cli.console import user_errors, write
+from fp4doctor.console import Group, user_errors, write
 
 
 @click.group(cls=Group)

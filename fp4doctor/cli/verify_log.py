@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import EXIT_CODES_HELP, UserError, flush_stdout, note, write
-from fp4doctor.cli.options import ask, question_options
+from fp4doctor.console import EXIT_CODES_HELP, Command, UserError, flush_stdout, note, write
+from fp4doctor.options import ask, question_options
 from fp4doctor.terminal import clean
 
 if TYPE_CHECKING:

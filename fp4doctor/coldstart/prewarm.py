@@ -18,9 +18,16 @@ from dataclasses import dataclass
 from fp4doctor.coldstart import rules as _rules
 from fp4doctor.facts import HostFacts
 
-# Run in a fresh interpreter: import the generator's module, build and load the JitSpec.
+# Run in a fresh interpreter: import the generator's module, build and load the JitSpec. Never
+# from the working directory: `python -c` puts it first on sys.path, and a `flashinfer/` there
+# would run as the user (root in a container) and be reported as built. `-P` (3.11+) leaves it
+# out; before 3.11 the script drops it before its first import (importlib and sys are loaded at
+# start-up, not looked up). PYTHONPATH and site-packages stay, as the engine would see them.
+_SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 _BUILD = (
-    "import importlib, sys\n"
+    "import sys\n"
+    "if sys.path[:1] == ['']: del sys.path[0]\n"
+    "import importlib\n"
     "module, function = sys.argv[1].split(':')\n"
     "getattr(importlib.import_module(module), function)().build_and_load()\n"
 )
@@ -48,7 +55,7 @@ def build(step: Step, env: Mapping[str, str], timeout_s: float | None = None) ->
         return f"no generator is known for {step.module}"
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _BUILD, step.builder],
+            [sys.executable, *_SAFE_PATH, "-c", _BUILD, step.builder],
             env=dict(env),
             stdout=sys.stderr,
             stderr=sys.stderr,

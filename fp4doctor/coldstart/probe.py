@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from fp4doctor.facts import AutotuneFile, ColdStartFacts, PackageFacts, PrebuiltKernels
 from fp4doctor.shipped import profiles_dir
+from fp4doctor.textfile import UnreadableText, read_bytes
 
 T = TypeVar("T")
 
@@ -196,10 +197,14 @@ def _autotune_file(path: Path, root: Path, manifest: bool = False) -> AutotuneFi
     managed store's manifest (the same fields, at the top)."""
     relative = path.relative_to(root).as_posix()
     try:
-        if path.stat().st_size > MAX_AUTOTUNE_BYTES:
-            return AutotuneFile(relative, error="larger than 16 MiB: not read")
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+        # A shared cache can hold anything under that name: a FIFO (an open that waits for a
+        # writer), a link to /dev/zero (a read without end). Read as textfile reads user files.
+        content = read_bytes(path, limit=MAX_AUTOTUNE_BYTES, too_large="not read")
+    except UnreadableText as exc:
+        return AutotuneFile(relative, error=str(exc).removeprefix(f"{path}: "))
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError) as exc:
         return AutotuneFile(relative, error=f"{type(exc).__name__}: {exc}")
     if not isinstance(data, dict):
         return AutotuneFile(relative, error="not a JSON object")

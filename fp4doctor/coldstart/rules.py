@@ -83,6 +83,18 @@ class Autotune:
             self.target == target and version is not None and contains(self.engine, version) is True
         )
 
+    def keeps_file(self, autotune: bool | None, world: int | None) -> bool | None:
+        """Whether the release writes FlashInfer's tuned tactics to a persistent file and reads
+        them back, with the autotuner on or off (`autotune`) and `world` ranks (None: not known):
+        never where it tunes in memory (`cache: none`) or not at all."""
+        if not self.tunes or self.cache == "none" or autotune is False:
+            return False
+        if autotune is None:
+            return None
+        if self.cache == "single-rank":  # kept only when one rank serves (world_size == 1)
+            return None if world is None else world == 1
+        return True
+
 
 @dataclass(frozen=True)
 class Estimate:

@@ -114,18 +114,19 @@ def judge(
     backend: str | None,
     ranks: int = 1,
     rules: _rules.Rules | None = None,
+    switched_off: str | None = None,
 ) -> ColdStart:
     """The cold start of `family` running `backend` on `host` with `target` at `engine_version`
-    (`ranks`: the engine's world size, which some releases' caches depend on)."""
+    (`ranks`: the engine's world size, which some releases' caches depend on). `switched_off`:
+    where the settled deployment turns the release's autotune off (its switch on the command
+    line, `env --cold-start fast`), so that this section and the triggers agree."""
     from fp4doctor.coldstart import rules as _rules
 
     r = rules or _rules.load()
-    return ColdStart(
-        family,
-        backend,
-        _jit(host, r, family, backend),
-        _autotune(host, r, target, engine_version, family, backend, ranks),
-    )
+    tune = _autotune(host, r, target, engine_version, family, backend, ranks)
+    if switched_off is not None and tune.state in ("will-tune", "cached"):
+        tune = Autotune("off", f"switched off: {switched_off}", source=tune.source)
+    return ColdStart(family, backend, _jit(host, r, family, backend), tune)
 
 
 # --- JIT --------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ in its args variable, for ``set -a; . FILE; set +a`` and an unquoted ``$FP4DOCTO
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,17 +25,12 @@ from packaging.version import InvalidVersion, Version
 
 from fp4doctor.emit.exports import EmitError, Exports, check_value
 from fp4doctor.emit.knobs import Settings, exports_for
+from fp4doctor.emit.serve import SERVE, serve_command
 from fp4doctor.profile.model import Engine, Profile
 
 _LONG_OPTION = re.compile(r"--([A-Za-z0-9][A-Za-z0-9_-]*)")
 _KEY_SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# How each engine's server is started, for the usage lines (MODEL stands for the model).
-_SERVE = {
-    "vllm": "vllm serve MODEL",
-    "sglang": "python -m sglang.launch_server --model-path MODEL",
-    "trtllm": "trtllm-serve MODEL",
-}
 # The formats whose keys are the server's long options without the leading --.
 ARGS_YAML = ("vllm-yaml", "sglang-yaml")
 YAML_SUFFIXES = (".yaml", ".yml")  # both vLLM and SGLang refuse any other name
@@ -45,15 +41,10 @@ _TRTLLM_HEADER = (
 )
 
 
-def serve_command(target: str) -> str | None:
-    """The command line that starts `target`'s server, MODEL standing for the model."""
-    return _SERVE.get(target)
-
-
 def _args_header(fmt: str) -> str:
     engine = "vllm" if fmt == "vllm-yaml" else "sglang"
     return (
-        f"# Written by fp4doctor. Use: {_SERVE[engine]} --config FILE\n"
+        f"# Written by fp4doctor. Use: {SERVE[engine]} --config FILE\n"
         "# (keys are the server's options without the leading --)\n"
     )
 
@@ -242,6 +233,15 @@ def files(
         kind = kinds[0] or (needs[0] if len(needs) == 1 else None)
         if kind is None or len(needs) == 2:
             raise EmitError(both)
+        if kind == "yaml" and kinds[0] is None and outputs[0] != "-" and p.yaml_fmt in ARGS_YAML:
+            # vLLM: vllm/utils/argparse_utils.py FlexibleArgumentParser.load_config_file ("Config
+            # file must be of a yaml/yml type"); SGLang: sglang/srt/server_args_config_parser.py
+            # _validate_yaml_file ("Config file must be YAML format").
+            stem = os.path.splitext(os.path.basename(outputs[0]))[0] or f"{target}-fp4"
+            raise EmitError(
+                f"{label} reads its --config file only when it is named .yaml or .yml, and "
+                f"refuses {outputs[0]}: name it NAME.yaml (-o {stem}.yaml)"
+            )
         if kind not in needs:
             if kind == "yaml":
                 raise EmitError(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from fp4doctor.emit.exports import Exports
 from fp4doctor.profile.model import Profile
-from fp4doctor.resolve import Resolution
+from fp4doctor.selection.choice import Resolution
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def exports_for(
     with that shell's usage line (`vllm serve MODEL $FP4DOCTOR_VLLM_ARGS`).
     """
     from fp4doctor.emit import usage
-    from fp4doctor.emit.config import serve_command
+    from fp4doctor.emit.serve import serve_command
 
     notes: list[str] = []
     set_env = list(resolution.set_env)

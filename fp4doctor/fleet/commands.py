@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fp4doctor.cli.app import Command
-from fp4doctor.cli.console import NoVerdict, UserError, note, user_errors, write
-from fp4doctor.cli.options import question_options
+from fp4doctor.console import Command, NoVerdict, UserError, note, user_errors, write
+from fp4doctor.options import question_options
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Question

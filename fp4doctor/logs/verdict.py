@@ -19,6 +19,7 @@ from fp4doctor.logs import failures, layers
 from fp4doctor.logs.reading import Reading
 from fp4doctor.logs.signatures import Signature
 from fp4doctor.oracle import startup_log
+from fp4doctor.selection.engine import engine_auto
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import Report
@@ -92,7 +93,7 @@ def _per_layer(table: list[layers.Row], report: Report, notes: list[str]) -> lis
     if report.model is None:
         notes.append("pass --model (the checkpoint) to compare each layer class with `explain`")
         return []
-    from fp4doctor.checkpoint.explain import explain
+    from fp4doctor.selection.explain import explain
 
     predicted = [(e.gemm.layer.name, e.gemm.layer.family, e.engine_pick) for e in explain(report)]
     out = []
@@ -183,7 +184,7 @@ def _kernels(reading: Reading, report: Report) -> list[Finding]:
         evaluation, chosen = part.evaluation, part.resolution.chosen
         backend = startup_log.backend_of(r) or startup_log.knob_backend(evaluation, r.engine_name)
         said = f"log line {r.line}: {r.engine} ran {backend or r.engine_name} ({r.engine_name})"
-        own = evaluation.engine_auto
+        own = engine_auto(evaluation)
         if backend is not None and backend == chosen:
             status, reason, fix = Status.PASS, f"{said}, as fp4doctor predicts", None
         else:

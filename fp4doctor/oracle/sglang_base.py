@@ -54,6 +54,22 @@ MOE_NAMES = {
     "marlin": "marlin-moe",
 }
 
+# How the adapter names a weight-only kernel: the FP4 GEMM backend, then the way it runs.
+_WEIGHT_ONLY_SUFFIXES = (" w4a16", " mm_bf16_fp4")
+
+
+def backend_of(case: Case, engine_name: str) -> str | None:
+    """fp4doctor's backend for the kernel SGLang named (as this adapter names it), or None when
+    the rules know no such backend: the one vocabulary the answers are built from, and checked
+    against by the parent (oracle/query.py)."""
+    if case.family == "moe":
+        return MOE_NAMES.get(engine_name)
+    for suffix in _WEIGHT_ONLY_SUFFIXES:
+        if engine_name.endswith(suffix):
+            return WEIGHT_ONLY_NAMES.get(engine_name.removesuffix(suffix))
+    return LINEAR_NAMES.get(engine_name)
+
+
 # The models asked when --model gives none: a ModelOpt NVFP4 checkpoint's config.json, dense
 # (Llama) for the linear layers and MoE (Mixtral: no per-model override of the MoE runner in
 # the releases read) for the experts.
@@ -109,6 +125,8 @@ class Session:
     """SGLang's selection code, imported (with the device stub in place when asked); an adapter
     says how its release hands the parsed arguments to the selection (`publish`)."""
 
+    backend_of = staticmethod(backend_of)  # its vocabulary (worker.vocabulary)
+
     def __init__(self, stub: bool, model: Mapping[str, Any] | None) -> None:
         """Import SGLang's selection code (raises what the import raises: ImportError,
         OSError), for `model` (its config.json) or the default ones."""
@@ -157,10 +175,8 @@ class Session:
         quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
         method = self.modelopt.ModelOptFp4LinearMethod(quant)
         if getattr(method, "quant_mode", "w4a4") == "w4a16":
-            return Answer(
-                case.key, engine_name=f"{name} w4a16", backend=WEIGHT_ONLY_NAMES.get(name)
-            )
-        return Answer(case.key, engine_name=name, backend=LINEAR_NAMES.get(name))
+            return _named(case, f"{name} w4a16")
+        return _named(case, name)
 
     def _weight_only(self, case: Case, name: str) -> Answer:
         """A compressed-tensors W4A16 layer (bf16 activations): the scheme's own choice between
@@ -178,21 +194,45 @@ class Session:
         if chooses is None:
             raise engine_side.NotAsked("no compressed-tensors W4A16 NVFP4 choice in this SGLang")
         if not chooses(self.torch.bfloat16):
-            return Answer(case.key, engine_name="marlin", backend="marlin")
-        return Answer(
-            case.key, engine_name=f"{name} mm_bf16_fp4", backend=WEIGHT_ONLY_NAMES.get(name)
-        )
+            return _named(case, "marlin")
+        return _named(case, f"{name} mm_bf16_fp4")
 
     def _moe(self, case: Case) -> Answer:
-        """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16)."""
+        """The NVFP4 MoE method's own runner for a ModelOpt layer (8 experts, top-2, bf16), or,
+        for weight-only experts, the compressed-tensors W4A16 scheme's
+        (`CompressedTensorsW4A16Nvfp4MoE.create_moe_runner`, 0.5.23)."""
         from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
 
-        quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
-        method = self.modelopt.ModelOptNvFp4FusedMoEMethod(quant)
         config = MoeRunnerConfig(num_experts=8, num_local_experts=8, hidden_size=4096,
                                  intermediate_size_per_partition=2048, top_k=2,
                                  params_dtype=self.torch.bfloat16)  # fmt: skip
         layer = self.torch.nn.Module()
+        if case.a16:
+            scheme = _weight_only_moe_scheme()
+            scheme.create_moe_runner(layer, config)
+            name = str(scheme.runner.runner_backend.value)
+            return _named(case, name)
+        quant = self.modelopt.ModelOptFp4Config.from_config(dict(_QUANT))
+        method = self.modelopt.ModelOptNvFp4FusedMoEMethod(quant)
         method.create_moe_runner(layer, config)
         name = str(method._moe_runner_backend.value)  # what create_moe_runner resolved
-        return Answer(case.key, engine_name=name, backend=MOE_NAMES.get(name))
+        return _named(case, name)
+
+
+def _named(case: Case, engine_name: str) -> Answer:
+    return Answer(case.key, engine_name=engine_name, backend=backend_of(case, engine_name))
+
+
+def _weight_only_moe_scheme() -> Any:
+    """SGLang's compressed-tensors W4A16 NVFP4 experts scheme (schemes/
+    compressed_tensors_w4a16_nvfp4_moe.py); NotAsked in a release without one."""
+    import importlib
+
+    try:
+        module = importlib.import_module(
+            "sglang.srt.layers.quantization.compressed_tensors.schemes."
+            "compressed_tensors_w4a16_nvfp4_moe"
+        )
+    except ImportError:
+        raise engine_side.NotAsked("no compressed-tensors W4A16 NVFP4 experts here") from None
+    return module.CompressedTensorsW4A16Nvfp4MoE()

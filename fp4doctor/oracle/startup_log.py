@@ -17,7 +17,7 @@ Pure. The lines read, as the released wheels write them:
   'fp4_gemm_runner_backend' and 'moe_runner_backend' are the backends it runs with.
 
 The errors a log holds are read by fp4doctor/logs (known ones from profiles/signatures.yaml);
-`read` gives both for a log already in memory.
+fp4doctor.logs.reading.read_text gives both for a log already in memory.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fp4doctor.oracle.vllm_base import LINEAR_NAMES, MOE_NAMES
+from fp4doctor.selection.engine import engine_auto
 
 if TYPE_CHECKING:
-    from fp4doctor.logs.failures import Failure
     from fp4doctor.rules import Evaluation
 
 
@@ -82,15 +82,6 @@ def sglang_args(text: str) -> dict[str, str]:
     return {k: v for k, v in _SGLANG_ARG.findall(text) if v}
 
 
-def read(text: str) -> tuple[list[Ran], list[Failure]]:
-    """The kernels selected and the known errors (one per distinct cause), in the order the log
-    has them."""
-    from fp4doctor.logs.reading import read_text
-
-    reading = read_text(text)
-    return reading.ran, reading.known_failures
-
-
 def backend_of(ran: Ran) -> str | None:
     """fp4doctor's name for what ran, None when its rules know no such kernel (SGLang's words
     are its knob values: `knob_backend` maps them with the profile)."""
@@ -107,9 +98,11 @@ def backend_of(ran: Ran) -> str | None:
 def knob_backend(evaluation: Evaluation, value: str) -> str | None:
     """The backend a knob value of the era names ('auto': the engine's own pick)."""
     if value == "auto":
-        return evaluation.engine_auto
+        return engine_auto(evaluation)
+    gpus = evaluation.facts.gpus
+    cc = gpus[0].cc if gpus else None
     for knob in evaluation.era.knobs:
-        for backend, spellings in knob.values.items():
-            if value in spellings:
-                return backend
+        backend = knob.backend_for(value, cc)  # the engine decides on its first GPU
+        if backend is not None:
+            return backend
     return None

@@ -181,8 +181,11 @@ def _filled(cls: Any, given: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def select_moe(moe_backend: str) -> tuple[str, Any]:
-    """vLLM's NVFP4 MoE selection for a ModelOpt W4A4 layer: (NvFp4MoeBackend name, kernel)."""
+def select_moe(moe_backend: str, a16: bool = False) -> tuple[str, Any]:
+    """vLLM's NVFP4 MoE selection: (NvFp4MoeBackend name, kernel). A W4A4 layer is asked with
+    kNvfp4Dynamic activations; a weight-only (W4A16) one with none, as ModelOpt's W4A16_NVFP4
+    and compressed-tensors' NVFP4A16 experts ask (`activation_key=None if use_a16`,
+    modelopt.py and compressed_tensors_moe*.py, wheels 0.18.0-0.34.0)."""
     from vllm.model_executor.layers.fused_moe.oracle import nvfp4
     from vllm.model_executor.layers.quantization.utils.quant_utils import (
         kNvfp4Dynamic,
@@ -190,21 +193,29 @@ def select_moe(moe_backend: str) -> tuple[str, Any]:
     )
 
     backend, kernel = nvfp4.select_nvfp4_moe_backend(
-        moe_config(moe_backend), kNvfp4Static, kNvfp4Dynamic
+        moe_config(moe_backend), kNvfp4Static, None if a16 else kNvfp4Dynamic
     )
     return str(backend.name), kernel
 
 
+def backend_of(case: Case, engine_name: str) -> str | None:
+    """fp4doctor's backend for the kernel vLLM named, or None when the rules know no such
+    backend: the one vocabulary the answers are built from, and checked against by the parent
+    (oracle/query.py)."""
+    return (MOE_NAMES if case.family == "moe" else LINEAR_NAMES).get(engine_name)
+
+
 def picked(case: Case, engine_name: str) -> Answer:
     """The answer for a kernel vLLM picked, named in fp4doctor's words where the rules know it."""
-    names = MOE_NAMES if case.family == "moe" else LINEAR_NAMES
-    return Answer(case.key, engine_name=engine_name, backend=names.get(engine_name))
+    return Answer(case.key, engine_name=engine_name, backend=backend_of(case, engine_name))
 
 
 class Session:
     """vLLM's selection code, imported (with the capability stub in place when asked); an
     adapter says where its release selects the linear kernel (`linear`) and how the parsed
     arguments reach the selection (`configured`)."""
+
+    backend_of = staticmethod(backend_of)  # its vocabulary (worker.vocabulary)
 
     def __init__(self, stub: bool, model: Mapping[str, Any] | None = None) -> None:
         """Import the release's selection code (raises what the import raises: ImportError,
@@ -234,6 +245,6 @@ class Session:
             args = engine_args(case.args)
             with self.configured(args) as config:
                 if case.family == "moe":
-                    name, _kernel = select_moe(config.moe_backend)
+                    name, _kernel = select_moe(config.moe_backend, case.a16)
                     return picked(case, name)
                 return picked(case, self.linear(case))

@@ -25,6 +25,7 @@ import importlib
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Protocol
 
 from fp4doctor.oracle.answers import Answer, Case
@@ -61,6 +62,18 @@ def adapter_for(engine: str, version: str) -> str | None:
     return found
 
 
+def vocabulary(adapter: str) -> Callable[[Case, str], str | None] | None:
+    """The `backend_of(case, engine_name)` of the adapter module named `adapter` ('vllm_0_24'),
+    or None for a name that is no adapter's. Read by the parent, which checks each answer
+    against it: the adapter modules import neither torch nor the engine at their top."""
+    modules = {module.rsplit(".", 1)[1]: module for _, _, module in ADAPTERS}
+    if adapter not in modules:
+        return None
+    session = importlib.import_module(modules[adapter]).Session
+    names: Callable[[Case, str], str | None] = session.backend_of
+    return names
+
+
 def _prepare(
     engine: str, stub: bool, model: dict[str, object] | None
 ) -> tuple[str, str, Session] | str:
@@ -80,6 +93,20 @@ def _prepare(
     except Exception as exc:  # the engine's internals moved, or its extension does not load
         return f"{version}: {_one_line(exc)} ({_where(exc)})"
     return version, module.rsplit(".", 1)[1], session
+
+
+def _same_engine(facts: dict[str, object]) -> str | None:
+    """None when this install is the facts' engine (what this install has and the facts lack
+    is then hidden from it: oracle/sameness.py), else why it is not asked."""
+    import os
+
+    from fp4doctor.oracle import sameness
+
+    differs, hiding = sameness.compare(sameness.Expected.from_dict(facts), os.environ)
+    if differs:
+        return f"the installed engine is not the facts' engine (differs: {'; '.join(differs)})"
+    sameness.apply(hiding, os.environ)
+    return None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -144,6 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     line = sys.stdin.readline()  # written by the parent as it starts the worker
     job = json.loads(line) if line else {}
     model = job.get("model")
+    facts = job.get("facts")
+    if isinstance(facts, dict):  # another host's snapshot: asked only when it is its engine
+        differs = _same_engine(facts)
+        if differs:
+            proto.send("unasked", reason=differs)
+            proto.send("done")
+            return 0
     prepared = _prepare(args.engine, args.stub, model if isinstance(model, dict) else None)
     if isinstance(prepared, str):
         proto.send("unasked", reason=prepared)

@@ -9,6 +9,16 @@ those headers, with `os.pread`, and skips every payload, so a 1 GB library costs
 small reads, not a read of the whole file. It needs only the standard library (no torch, no
 pyelftools, no cuobjdump).
 
+A cubin (an ELF file of device code for one architecture, `e_machine` EM_CUDA, as FlashInfer's
+trtllm-gen kernels ship in flashinfer-cubin) has no fatbin: its architecture is read from its
+ELF header's `e_flags`. From ELF ABI version 8 (`e_ident[EI_ABIVERSION]`, the cubins CUDA 12.8+
+writes) the SM number is bits 8-15 and bit 3 marks an arch-specific (`a`) cubin; before it the
+SM number is the low byte. Both read from flashinfer-cubin 0.6.12's cubins, whose file names say
+their target (`..._sm100f.cubin`: 0x..6402/0x..6404, `..._sm103a.cubin`: 0x..670c,
+`fmhaSm100a...`: 0x..640a/0x..640c); a family cubin reads as its base (`sm_100`), as cuobjdump
+names it. A module key may be a glob (`DIST/cubins/*/batched_gemm-*/*.cubin`): every installed
+file it matches is read and the architectures united (a GPU runs the kernels when any matches).
+
 `__nv_relfatbin` (relocatable device code, kept for a later device link) is walked too, but its
 entries do not count as what the module carries: the CUDA runtime registers only `.nv_fatbin`
 (and `cuobjdump` lists only it unless given `-all`), so a PTX there never runs.
@@ -25,6 +35,7 @@ cuDNN 9.28's compute_120f PTX). cuobjdump names a family cubin by its base archi
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import struct
@@ -35,13 +46,16 @@ from pathlib import Path
 from fp4doctor.facts import CompiledArchs, canonical_name
 from fp4doctor.probe.packages import installed_files, probe_packages
 from fp4doctor.shipped import profiles_dir
+from fp4doctor.textfile import UnreadableText, open_regular
 
 __all__ = [
     "Entry",
     "FatbinError",
+    "cubin_arch",
     "engine_modules",
     "entries",
     "locate",
+    "locate_all",
     "probe_compiled_archs",
     "scan",
 ]
@@ -66,6 +80,10 @@ CONTAINER_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size o
 ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQ")  # the first 48 bytes of the entry header
 ENTRY_MIN = 64
 SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
+EM_CUDA = 190  # e_machine of a cubin
+CUBIN_ABI_V8 = 8  # e_ident[EI_ABIVERSION] from which e_flags holds the SM in bits 8-15
+CUBIN_ARCH_SPECIFIC_V8 = 0x8  # e_flags bit of an `a` cubin (ABI version 8)
+GLOB_CHARS = "*?["
 SHT_NOBITS = 8
 SHN_XINDEX = 0xFFFF
 MAX_TABLE = 16 << 20  # a section-header or name table larger than this is not a real library
@@ -114,6 +132,9 @@ def scan(path: str | os.PathLike[str]) -> CompiledArchs:
     ptx: set[str] = set()
     error = None
     try:
+        cubin = cubin_arch(path)
+        if cubin is not None:
+            return CompiledArchs(sass=[cubin])
         for entry in entries(path):
             if entry.section != RUNTIME_SECTION:
                 continue
@@ -130,6 +151,23 @@ def scan(path: str | os.PathLike[str]) -> CompiledArchs:
     )
 
 
+def cubin_arch(path: str | os.PathLike[str]) -> str | None:
+    """The architecture of a cubin (`sm_100a`), read from its ELF header; None when `path` is
+    not a cubin (a shared library, or not ELF at all: `entries` says what it is)."""
+    with open(path, "rb") as handle:
+        ident = handle.read(64)
+    if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[5] != 1:
+        return None
+    (machine,) = struct.unpack_from("<H", ident, 18)
+    if machine != EM_CUDA:
+        return None
+    (flags,) = struct.unpack_from("<I", ident, 48 if ident[4] == 2 else 36)
+    if ident[8] >= CUBIN_ABI_V8:
+        suffix = "a" if flags & CUBIN_ARCH_SPECIFIC_V8 else ""
+        return f"sm_{(flags >> 8) & 0xFF}{suffix}"
+    return f"sm_{flags & 0xFF}"
+
+
 def arch_order(name: str) -> tuple[int, str]:
     """`sm_90` < `sm_90a` < `sm_100` < `sm_100f`: by number, then suffix."""
     digits = name.rsplit("_", 1)[-1]
@@ -139,7 +177,10 @@ def arch_order(name: str) -> tuple[int, str]:
 
 def entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
     """Every fatbin entry header of the ELF file `path`, in file order (headers only)."""
-    fd = os.open(path, os.O_RDONLY)
+    try:  # never waited on (a FIFO named like a module in a shared JIT workspace), never a device
+        fd = open_regular(path)
+    except UnreadableText as exc:
+        raise FatbinError(f"cannot read {exc}") from None
     try:
         size = os.fstat(fd).st_size
         for name, start, length in _fatbin_sections(fd, size):
@@ -311,12 +352,58 @@ def _in_package_dir(dist_name: str, rest: str) -> Path | None:
     return None
 
 
+def locate_all(module: str) -> list[Path]:
+    """Every installed file a glob key names (`DIST/PATTERN`, matched as `locate` matches a
+    path: the whole path or its end after a `/`), sorted; LookupError when none is."""
+    dist_name, _, pattern = module.partition("/")
+    if not dist_name or not pattern:
+        raise LookupError(f"{module!r} is not DIST/PATTERN")
+    listed = installed_files(dist_name)
+    if listed is None:
+        from importlib import metadata
+
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            raise LookupError(f"{dist_name} is not installed") from None
+        base, files = Path(str(dist.locate_file(""))), [f.as_posix() for f in dist.files or ()]
+    else:
+        base, files = Path(listed[0]).parent, listed[1]
+    matches = sorted(
+        base / f
+        for f in files
+        if fnmatch.fnmatchcase(f, pattern) or fnmatch.fnmatchcase(f, "*/" + pattern)
+    )
+    if not matches:
+        version = probe_packages(names=[dist_name]).version(dist_name)
+        raise LookupError(f"{dist_name} {version} installed no file matching {pattern}")
+    return matches
+
+
+def _scan_all(paths: list[Path]) -> CompiledArchs:
+    """The architectures of several files united, `path` their common directory; the first
+    file that cannot be read makes the whole unreadable (its error)."""
+    sass: set[str] = set()
+    ptx: set[str] = set()
+    for path in paths:
+        archs = scan(path)
+        if archs.error:
+            return CompiledArchs(error=archs.error, path=str(path))
+        sass.update(archs.sass)
+        ptx.update(archs.ptx)
+    where = os.path.commonpath([str(p.parent) for p in paths])
+    return CompiledArchs(sorted(sass, key=arch_order), sorted(ptx, key=arch_order), None, where)
+
+
 def probe_compiled_archs(modules: Iterable[str]) -> dict[str, CompiledArchs]:
-    """The architectures of each module key (see `locate`); a module that cannot be found or
-    read gets its reason in `error`."""
+    """The architectures of each module key (see `locate`; a glob key: `locate_all`, every file
+    it matches); a module that cannot be found or read gets its reason in `error`."""
     found: dict[str, CompiledArchs] = {}
     for module in dict.fromkeys(modules):
         try:
+            if any(c in module for c in GLOB_CHARS):
+                found[module] = _scan_all(locate_all(module))
+                continue
             path = locate(module)
         except LookupError as exc:
             found[module] = CompiledArchs(error=str(exc))
@@ -340,7 +427,8 @@ _ENGINE_PACKAGE = re.compile(
 
 def engine_modules(installed: Iterable[str], directory: Path | None = None) -> list[str]:
     """The `compiled_arch` modules named by each shipped profile whose engine package is among
-    `installed` (canonical names), its included modules' too; [] when no engine is installed."""
+    `installed` (canonical names), its included modules' too, whose own distribution is
+    installed; [] when no engine is installed."""
     base = profiles_dir() if directory is None else directory
     wanted = set(installed)
     found: list[str] = []
@@ -360,4 +448,7 @@ def engine_modules(installed: Iterable[str], directory: Path | None = None) -> l
                 except (OSError, UnicodeDecodeError):
                     continue
         found += [m for body in texts for m in _MODULE_RULE.findall(body)]
-    return list(dict.fromkeys(found))
+    # A module of a distribution that is not installed has nothing to scan (the kind says "not
+    # read" from the package versions alone): flashinfer-cubin's cubins, an engine's extensions.
+    installed_modules = [m for m in found if canonical_name(m.split("/", 1)[0]) in wanted]
+    return list(dict.fromkeys(installed_modules))

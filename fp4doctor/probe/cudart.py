@@ -25,7 +25,6 @@ import re
 import struct
 import sys
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 from fp4doctor.facts import (
     CUDART_LD_LIBRARY_PATH,
@@ -35,6 +34,7 @@ from fp4doctor.facts import (
     CudartFacts,
     CudartLibrary,
 )
+from fp4doctor.textfile import OPEN_FLAGS, read_open
 
 __all__ = ["LD_SO_CACHE", "ldconfig_cache", "probe_cudart"]
 
@@ -112,7 +112,11 @@ def _in_directory(directory: str) -> list[tuple[int, str]]:
 def ldconfig_cache(path: str | os.PathLike[str] = LD_SO_CACHE) -> list[tuple[int, str]]:
     """(major, path) of each libcudart.so.N entry of a glibc ld.so.cache. Raises OSError when
     the file cannot be read and ValueError when it is not a cache this reader knows."""
-    data = Path(path).read_bytes()[:MAX_CACHE]
+    fd = os.open(path, OPEN_FLAGS)  # never waits on a FIFO; a missing cache is FileNotFoundError
+    try:
+        data = read_open(fd, os.fspath(path), MAX_CACHE, "not an ld.so.cache")
+    finally:
+        os.close(fd)
     base = data.find(CACHE_MAGIC)  # after an old-format (libc5) block, in caches before 2.32
     if base < 0:
         raise ValueError("not a glibc ld.so.cache (no 'glibc-ld.so.cache1.1' header)")

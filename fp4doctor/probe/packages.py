@@ -169,6 +169,35 @@ def installed_files(name: str) -> tuple[str, list[str]] | None:
     return found, [line.partition(",")[0] for line in lines]
 
 
+def dist_info_dirs(path: Sequence[str], names: Iterable[str]) -> dict[str, str]:
+    """The `.dist-info` (or `.egg-info`) directory importlib.metadata would read for each of
+    `names` installed on the search path `path`, by canonical name; absent names are left out."""
+    index = _SiteIndex(list(path))
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            plain = index.dist_info(name)
+        except Exception:  # an odd path entry: importlib.metadata's answer
+            plain = None
+        if plain == _ABSENT:
+            continue
+        if plain is None:
+            import importlib.metadata
+
+            try:
+                dist = next(
+                    iter(importlib.metadata.distributions(name=name, path=list(path))), None
+                )
+            except Exception:
+                continue
+            where = getattr(dist, "_path", None)
+            if where is None:
+                continue
+            plain = str(where)
+        found[canonical_name(name)] = plain
+    return found
+
+
 def _plain_version(metadata: str) -> str | None:
     """The Version header of a METADATA file when it reads as a plain header block (what the
     email parser then returns for it), else None."""

@@ -19,6 +19,9 @@ import sysconfig
 from collections.abc import Mapping
 
 from fp4doctor.facts import ToolchainFacts
+from fp4doctor.textfile import read_bytes
+
+_MAX_VERSION_FILE = 1 << 20  # the toolkit's version.json is a few KiB (a FIFO there: not read)
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
 NVCC_TIMEOUT_S = 15.0
@@ -72,6 +75,7 @@ def probe_toolchain(
         nvcc_path=nvcc_path,
         nvcc_version=nvcc_version,
         ninja_path=ninja_path,
+        nvcc_on_path=shutil.which("nvcc", path=search_path),
         errors=errors,
     )
 
@@ -100,16 +104,16 @@ def toolkit_version(
     Returns (version, problem); problem says why no version could be read.
     """
     try:
-        with open(os.path.join(home, "version.json"), encoding="utf-8") as handle:
-            text = str(json.load(handle)["cuda"]["version"])
+        raw = read_bytes(os.path.join(home, "version.json"), limit=_MAX_VERSION_FILE)
+        text = str(json.loads(raw)["cuda"]["version"])
         major_minor = re.match(r"\d+\.\d+", text)
         if major_minor:
             return major_minor.group(0), None
     except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
-        with open(os.path.join(home, "version.txt"), encoding="utf-8") as handle:
-            match = _VERSION_TXT.search(handle.read())
+        raw = read_bytes(os.path.join(home, "version.txt"), limit=_MAX_VERSION_FILE)
+        match = _VERSION_TXT.search(raw.decode("utf-8", "replace"))
         if match:
             return match.group(1), None
     except (OSError, ValueError):

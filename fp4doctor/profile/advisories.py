@@ -4,6 +4,11 @@ version boundary, attached to the backends it names in every profile that has th
 An entry becomes an `Advisory` whose conditions are ordinary requirements (the bad package's
 versions, the compute capabilities, the extra `when` packages), so the rules judge it like any
 other rule. Each entry judges the backends of its own family (dense linear or MoE).
+
+Every entry also says how far its source was read (`evidence`, which the severity policy in
+`rules/severity.py` weighs), where the bug starts (a lower bound in `versions`, or
+`no_lower_bound` with the reason none was found) and under what its mechanism strikes
+(`trigger`, or `trigger: {always: "<why>"}` for a bug that needs nothing else).
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 
 from fp4doctor.profile import triggers
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.package import Package
-from fp4doctor.profile.model import SYMPTOMS, Advisory, Backend, Profile, Requirement
+from fp4doctor.profile.model import SYMPTOMS, Advisory, Backend, Profile
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
 
 SCHEMA = 1
@@ -43,7 +49,16 @@ _KEYS = (
     "source",
     "fix_source",
     "verified",
+    "evidence",
+    "no_lower_bound",
 )
+# How far the source of an entry was read: a thread that shows the failure with versions, the
+# fix's diff that shows the bug, or only a commit message or title (never blocks).
+EVIDENCE_REPRODUCED = "reproduced"
+EVIDENCE_FIX_DIFF = "fix-diff"
+EVIDENCE_COMMIT_MESSAGE = "commit-message"
+EVIDENCE = (EVIDENCE_REPRODUCED, EVIDENCE_FIX_DIFF, EVIDENCE_COMMIT_MESSAGE)
+_LOWER = (">", ">=", "==", "~=", "===")  # specifier operators that bound a range from below
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,8 @@ class KnownIssue:
     backends: tuple[str, ...]
     reason: str
     source: str
+    evidence: str = EVIDENCE_COMMIT_MESSAGE
+    no_lower_bound: str | None = None  # why `versions` has no lower bound, when it has none
     compute_capability: tuple[int, ...] = ()
     cuda_runtime: SpecifierSet | None = None  # torch's CUDA build, where only some are affected
     targets: tuple[str, ...] = ()  # empty: every target that has one of the backends
@@ -102,6 +119,7 @@ class KnownIssue:
             fixed_in=self.fixed_in,
             trigger=self.trigger,
             alternatives=alternatives,
+            evidence=self.evidence,
         )
 
 
@@ -140,20 +158,41 @@ def _issue(node: Node) -> KnownIssue:
         if "compute_capability" in f
         else ()
     )
+    family = required(f, "family", node).choice(FAMILIES)
+    effect = required(f, "effect", node).choice(SYMPTOMS)
+    package = required(f, "package", node).text()
+    versions_node = required(f, "versions", node)
+    versions = versions_node.specifier()
+    no_lower_bound = optional(f, "no_lower_bound", Node.text)
+    bounded = any(s.operator in _LOWER for s in versions)
+    if not bounded and not no_lower_bound:
+        raise versions_node.error(
+            f"{str(versions)!r} has no lower bound: give the first affected release "
+            "(>=X), or say why none is known in `no_lower_bound`"
+        )
+    if bounded and no_lower_bound is not None:
+        raise f["no_lower_bound"].error("contradicts `versions`, which has a lower bound")
+    if "trigger" not in f:
+        raise node.error(
+            "is missing the required key 'trigger': the conditions its mechanism needs, "
+            'or `{always: "<why>"}` when it strikes on every run'
+        )
     return KnownIssue(
         id=ident,
-        family=required(f, "family", node).choice(FAMILIES),
-        effect=required(f, "effect", node).choice(SYMPTOMS),
-        package=required(f, "package", node).text(),
-        versions=required(f, "versions", node).specifier(),
+        family=family,
+        effect=effect,
+        package=package,
+        versions=versions,
         backends=required(f, "backends", node).texts(),
         reason=required(f, "reason", node).text(),
         source=required(f, "source", node).text(),
+        evidence=required(f, "evidence", node).choice(EVIDENCE),
+        no_lower_bound=no_lower_bound,
         compute_capability=ccs,
         cuda_runtime=optional(f, "cuda_runtime", Node.specifier),
         targets=optional(f, "targets", Node.texts) or (),
         when=when,
-        trigger=optional(f, "trigger", triggers.parse) or triggers.Trigger(),
+        trigger=triggers.parse(f["trigger"]),
         shapes=optional(f, "shapes", _text_or_null),
         fixed_in=optional(f, "fixed_in", _text_or_null),
         workaround=optional(f, "workaround", _text_or_null),

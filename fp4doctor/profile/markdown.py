@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from packaging.specifiers import SpecifierSet
 
+from fp4doctor.profile.kinds.base import Requirement
 from fp4doctor.profile.kinds.use import Use
 from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.model import (
@@ -22,7 +23,6 @@ from fp4doctor.profile.model import (
     Era,
     Knob,
     Profile,
-    Requirement,
 )
 from fp4doctor.versions import spec_text
 
@@ -225,6 +225,10 @@ def _backend_detail(backend: Backend) -> list[str]:
 def _advisory_bullet(advisory: Advisory) -> str:
     conditions = " and ".join(_inline(c) for c in advisory.conditions) or "always"
     text = f"- {_code(advisory.id)}: when {conditions}: {advisory.reason}"
+    if advisory.trigger.conditions:
+        text += f" (strikes with: {advisory.trigger.describe()})"
+    if advisory.evidence:
+        text += f"; evidence: {advisory.evidence}"
     if advisory.fix:
         text += f" — fix: {_code(advisory.fix)}"
     if advisory.source:
@@ -297,9 +301,11 @@ def _era_detail(era: Era, what: str = "FP4 GEMM") -> list[str]:
 def _knob_bullet(knob: Knob) -> str:
     kind = STYLES[KnobKind(knob.kind)].label
     values = []
+    limited = dict(knob.only_on)
     for backend, spellings in knob.values.items():
         shown = " or ".join(_code(s) for s in spellings)
-        values.append(f"{shown} → {_code(backend)}")
+        where = f" on {limited[backend].describe()}" if backend in limited else ""
+        values.append(f"{shown} → {_code(backend)}{where}")
     text = f"- {kind} {_code(knob.name)}: " + ", ".join(values)
     details = []
     if knob.type == "bool":

@@ -7,102 +7,15 @@ is the only place that knows the YAML spelling.
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 
-from fp4doctor.facts import Gpu
-from fp4doctor.profile.kinds.base import Check, Context, Kind
+from fp4doctor.profile.kinds.base import Requirement
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.knobs import STYLES, KnobKind
 from fp4doctor.profile.triggers import Trigger
-from fp4doctor.versions import contains, spec_text
-
-_FIX_REF = re.compile(r"\{fix:([a-z_]+)\}")
-_VERSION_REF = re.compile(r"\{version:([A-Za-z0-9_.-]+)\}")
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One condition on the host: a kind (`fp4doctor.profile.kinds`) and what every rule shares.
-
-    `when` limits it to versions of other packages (the engine's included: the version judged);
-    with `when_absent`, it also applies when a `when` package is not installed (what a fresh
-    install gets). `fix` may name `{version:DIST}`, filled in with DIST's installed version.
-    """
-
-    kind: Kind
-    id: str
-    when: tuple[tuple[str, SpecifierSet], ...] = ()
-    when_absent: bool = False
-    fix: str | None = None
-    source: str | None = None
-    reason: str | None = None  # a sentence that explains why the rule exists
-    line: int = 0
-
-    @property
-    def per_gpu(self) -> bool:
-        return self.kind.per_gpu
-
-    @property
-    def children(self) -> tuple[Requirement, ...]:
-        return self.kind.children()
-
-    def applies(self, ctx: Context) -> bool:
-        """Whether the `when` conditions hold for the versions judged.
-
-        A version that cannot be read counts as absent: the `when_absent` variant (what a fresh
-        install gets) applies, never none of them (which would drop the rule silently)."""
-        for dist, spec in self.when:
-            judged = ctx.judged_version(dist)
-            matched = None if judged is None else contains(spec, judged)
-            if matched is None:
-                if not self.when_absent:
-                    return False
-                continue
-            if not matched:
-                return False
-        return True
-
-    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
-        return self.kind.check(ctx, gpu)
-
-    def fix_for(self, ctx: Context) -> str | None:
-        """The profile's fix (with `{version:DIST}` filled in), or the kind's default; a fix
-        that is only the default of a nested kind says so with `{fix:KIND}` (`{fix:same_version}`
-        pins a release the package index has)."""
-        if self.fix:
-            fix = _FIX_REF.sub(lambda m: self._nested_fix(m.group(1), ctx), self.fix)
-            return _VERSION_REF.sub(lambda m: ctx.version(m.group(1)) or "<version>", fix)
-        return self.kind.default_fix(ctx)
-
-    def _nested_fix(self, key: str, ctx: Context) -> str:
-        for child in self.children:
-            if child.kind.key == key:
-                return child.kind.default_fix(ctx) or ""
-            nested = child._nested_fix(key, ctx)
-            if nested:
-                return nested
-        return ""
-
-    def when_text(self) -> str:
-        if not self.when:
-            return ""
-        text = " and ".join(f"{dist} {spec_text(spec)}" for dist, spec in self.when)
-        return f"when {text}" + (" or absent" if self.when_absent else "")
-
-    def inline(self) -> str:
-        """In plain words with its when-condition, for use inside a sentence."""
-        when = self.when_text()
-        return f"{self.kind.describe()} ({when})" if when else self.kind.describe()
-
-    def packages(self) -> set[str]:
-        """Every distribution this requirement (and what it nests) reads."""
-        names = set(self.kind.packages()) | {dist for dist, _ in self.when}
-        for child in self.children:
-            names |= child.packages()
-        return names
-
 
 # What a known problem does: a crash, a wrong output or a hang makes the backend unusable (once
 # its trigger is established), `slow` only warns. The first four are `findings.Symptom`s.
@@ -130,6 +43,9 @@ class Advisory:
     fixed_in: str | None = None  # the first release of the bad package with the fix
     trigger: Trigger = field(default_factory=Trigger)  # none: it strikes on any run
     alternatives: tuple[str, ...] = ()  # backends to use instead, named in a fix where valid
+    # How far the known-bug entry's source was read (profile/advisories.py EVIDENCE); None for a
+    # profile's own advisory, which its author states as a rule.
+    evidence: str | None = None
 
     @property
     def per_gpu(self) -> bool:
@@ -172,7 +88,11 @@ class Knob:
     """One way to select backends in an era: an env var, a CLI flag, a config key or an argument.
 
     `values` maps each backend this knob can select to its spellings; the first is the one to
-    write, the others are accepted when linting what a user set.
+    write, the others are accepted when linting what a user set. `only_on` limits a backend to
+    the GPUs where the engine's own code maps the spelling to it: on other GPUs the same
+    spelling selects the next backend that lists it (vLLM 0.12-0.21's
+    VLLM_USE_FLASHINFER_MOE_FP4=1 is TRT-LLM on the SM10x family, CUTLASS elsewhere). The engine
+    asks GPU 0 (`current_platform.get_device_capability()`), so `cc` is the first GPU's.
     """
 
     kind: KnobKind
@@ -198,6 +118,35 @@ class Knob:
     # modelopt_fp4` given.
     with_args: tuple[tuple[str, str, str], ...] = ()
     scalar: bool = False  # a config key that takes one value (moe_config.backend), not a list
+    # Values the engine accepts that name no kernel of this family (vLLM's --linear-backend
+    # triton for an NVFP4 layer), and what it does with them: "auto" (its automatic pick, the
+    # flag silently dropped) or "raises" (it stops at start-up).
+    no_kernel: tuple[str, ...] = ()
+    no_kernel_then: str | None = None
+    # A value naming several backends: the engine takes the first, in its automatic order, that
+    # is supported here (vLLM filters its kernel registry by --linear-backend and walks what is
+    # left), rather than the first named.
+    walk: bool = False
+    # (backend, the compute capabilities where this knob's spellings select it)
+    only_on: tuple[tuple[str, ComputeCapability], ...] = ()
+
+    def selects_on(self, backend: str, cc: int | None) -> bool:
+        """Whether the knob's spellings for `backend` select it on a GPU of `cc` (None: no GPU
+        known, where every mapping is taken as written)."""
+        limit = dict(self.only_on).get(backend)
+        return limit is None or cc is None or limit.accepts(cc)
+
+    def shadowed(self, backend: str) -> bool:
+        """Whether the spelling written for `backend` selects another backend on some GPUs
+        (a GPU-limited backend listed before it with the same spelling)."""
+        limited = dict(self.only_on)
+        written = self.values[backend][0]
+        for other, spellings in self.values.items():
+            if other == backend:
+                return False
+            if other in limited and written in spellings:
+                return True
+        return False
 
     def env_for(self, backend: str) -> tuple[tuple[str, str], ...]:
         """The variables written with this knob when it selects `backend`."""
@@ -207,16 +156,37 @@ class Knob:
         """The flags written with this knob when it selects `backend`."""
         return tuple((f, v) for b, f, v in self.with_args if b == backend)
 
-    def backend_for(self, value: str) -> str | None:
-        """Which backend a set value selects (None for an unknown value)."""
+    def backends_for(self, value: str) -> list[str]:
+        """Every backend a set value names, in the knob's order (vLLM's `--linear-backend
+        flashinfer_cutedsl` names the W4A4 and the W4A16 CuTe-DSL kernels)."""
+        return [
+            b
+            for b, spellings in self.values.items()
+            if any(value == s or (not self.case_sensitive and value.lower() == s.lower())
+                   for s in spellings)
+        ]  # fmt: skip
+
+    def names_no_kernel(self, value: str) -> bool:
+        """Whether `value` is one the engine accepts with no kernel of this family."""
+        return any(value.lower() == v.lower() if not self.case_sensitive else value == v
+                   for v in self.no_kernel)  # fmt: skip
+
+    def backend_for(self, value: str, cc: int | None = None) -> str | None:
+        """Which backend a set value selects on a GPU of `cc` (None for an unknown value)."""
         for backend, spellings in self.values.items():
+            if not self.selects_on(backend, cc):
+                continue
             for s in spellings:
                 if value == s or (not self.case_sensitive and value.lower() == s.lower()):
                     return backend
         return None
 
+    def backend_when_on(self, cc: int | None = None) -> str | None:
+        """Which backend a bool knob switched on selects on a GPU of `cc`."""
+        return next((b for b in self.values if self.selects_on(b, cc)), None)
+
     def accepted(self) -> list[str]:
-        return [s for spellings in self.values.values() for s in spellings]
+        return list(dict.fromkeys(s for spellings in self.values.values() for s in spellings))
 
     def how(self, backend: str) -> str:
         """How a user writes this knob for `backend`, for messages."""
@@ -232,6 +202,36 @@ class AutoStep:
 
 
 @dataclass(frozen=True)
+class Modifier:
+    """A variable the engine's selection reads beside its knobs, which changes what it runs
+    without selecting a backend itself (profiles: an era's `modifiers`):
+    - `disables`: a comma-separated list of the engine's kernel names; a backend whose name is
+      listed is passed over in the engine's walk (vLLM's VLLM_DISABLED_KERNELS);
+    - `replaces`: when set to one of `values` (case-insensitive), the backend the engine would
+      run is swapped for another (SGLang's SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 runs the
+      flashinfer_cutedsl FP4 GEMM weight-only).
+    fp4doctor writes one only where a knob's `with_env` needs it; `env` unsets it otherwise."""
+
+    env: str
+    disables: dict[str, str] = field(default_factory=dict)  # backend -> the engine's name
+    values: tuple[str, ...] = ()  # the spellings that turn a `replaces` modifier on
+    replaces: dict[str, str] = field(default_factory=dict)  # backend -> what runs instead
+    source: str | None = None
+
+    def disabled(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The backends `env` disables (backend -> the name listed)."""
+        listed = {n.strip() for n in env.get(self.env, "").split(",") if n.strip()}
+        return {b: n for b, n in self.disables.items() if n in listed}
+
+    def replacing(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What `env` swaps (backend -> backend), when it turns this modifier on."""
+        value = env.get(self.env)
+        if value is None or value.lower() not in {v.lower() for v in self.values}:
+            return {}
+        return dict(self.replaces)
+
+
+@dataclass(frozen=True)
 class Era:
     """A range of engine versions that share knobs and automatic order."""
 
@@ -240,6 +240,7 @@ class Era:
     auto: tuple[AutoStep, ...]
     conflicts: tuple[str, ...] = ()  # variables to unset whatever is chosen
     reads: tuple[str, ...] = ()  # other FP4 variables this era reads (for the lint)
+    modifiers: tuple[Modifier, ...] = ()  # variables that change the walk or what runs
     note: str | None = None
     source: str | None = None
     line: int = 0
@@ -257,14 +258,34 @@ class Era:
         """The knob to write for `backend`: a settable general selector (a choice knob) before
         a single-backend switch, and a deprecated knob only when nothing else works."""
         usable = [k for k in self.knobs if k.select and backend in k.values]
-        usable.sort(key=lambda k: (k.deprecated is not None, k.type != "choice"))
+        usable.sort(
+            key=lambda k: (k.shadowed(backend), k.deprecated is not None, k.type != "choice")
+        )
         return usable[0] if usable else None
 
     def env_knobs(self) -> list[Knob]:
         return [k for k in self.knobs if k.kind == KNOB_ENV]
 
     def read_variables(self) -> set[str]:
-        return {k.name for k in self.env_knobs()} | set(self.reads)
+        return {k.name for k in self.env_knobs()} | set(self.reads) | self.modifier_variables()
+
+    def modifier_variables(self) -> set[str]:
+        """The variables of the era's modifiers: they steer the choice, so `env` writes them
+        only where a knob needs them and unsets them otherwise."""
+        return {m.env for m in self.modifiers}
+
+    def disabled(self, env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+        """backend -> (variable, the name it lists) for each backend `env` disables."""
+        return {b: (m.env, n) for m in self.modifiers for b, n in m.disabled(env).items()}
+
+    def replaced(self, backend: str | None, env: Mapping[str, str]) -> tuple[str | None, str]:
+        """What runs instead of `backend` under `env`'s modifiers, and the variable that swaps
+        it ('' when none does)."""
+        for m in self.modifiers:
+            instead = m.replacing(env).get(backend or "")
+            if instead is not None:
+                return instead, m.env
+        return backend, ""
 
 
 FAMILIES_EVERY = "every"

@@ -12,13 +12,15 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import cast
 
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from fp4doctor.profile import kinds
-from fp4doctor.profile.kinds.base import VAR_RE
+from fp4doctor.profile.kinds.base import VAR_RE, Requirement
+from fp4doctor.profile.kinds.compute_capability import ComputeCapability
 from fp4doctor.profile.knobs import KnobKind
 from fp4doctor.profile.model import (
     EFFECT_WARN,
@@ -34,8 +36,8 @@ from fp4doctor.profile.model import (
     Engine,
     Era,
     Knob,
+    Modifier,
     Profile,
-    Requirement,
     Variable,
 )
 from fp4doctor.profile.yamlnode import Node, ProfileError, optional, required
@@ -162,6 +164,9 @@ _KNOB_KEYS = (
     "on_invalid",
     "source",
     "before",
+    "no_kernel",
+    "walk",
+    "only_on",
 )
 
 
@@ -201,8 +206,57 @@ def _knob(node: Node, backends: Mapping[str, Backend]) -> tuple[Knob, str | None
         with_env=_with_env(fields.get("with_env"), values),
         with_args=_with_args(fields.get("with_args"), kind, values),
         scalar=_scalar(fields.get("scalar"), kind),
+        only_on=_only_on(fields.get("only_on"), values),
     )
+    if "no_kernel" in fields:
+        values_given, then = _no_kernel(fields["no_kernel"], kind)
+        knob = dataclasses.replace(knob, no_kernel=values_given, no_kernel_then=then)
+    if optional(fields, "walk", Node.boolean):
+        if kind != "cli":
+            raise fields["walk"].error("only a cli knob walks the backends a value names")
+        knob = dataclasses.replace(knob, walk=True)
     return knob, optional(fields, "before", Node.text)
+
+
+def _no_kernel(node: Node, kind: str) -> tuple[tuple[str, ...], str]:
+    """`no_kernel: {values: [...], then: auto|raises}`: values a CLI knob accepts that name no
+    kernel of the family, and what the engine does with them."""
+    if kind != "cli":
+        raise node.error("only a cli knob has values that name no kernel")
+    fields = node.mapping(("values", "then"))
+    values = required(fields, "values", node).texts()
+    then = required(fields, "then", node).choice(("auto", "raises"))
+    return values, then
+
+
+def _only_on(
+    node: Node | None, values: Mapping[str, tuple[str, ...]]
+) -> tuple[tuple[str, ComputeCapability], ...]:
+    """`only_on: {backend: compute capabilities}`: the GPUs where the knob's spellings select
+    that backend; elsewhere the same spelling selects the next backend that lists it."""
+    if node is None:
+        return ()
+    out = []
+    names = list(values)
+    for backend, ccs in node.mapping().items():
+        if backend not in values:
+            raise ccs.error(f"names no value of this knob (valid: {', '.join(values)})")
+        spellings = set(values[backend])
+        if not any(spellings & set(values[b]) for b in names[names.index(backend) + 1 :]):
+            raise ccs.error(
+                "limits a backend whose spellings no later backend of `values` shares: on "
+                "other GPUs the value would select nothing"
+            )
+        out.append((backend, _compute_capability(ccs)))
+    return tuple(out)
+
+
+def _compute_capability(node: Node) -> ComputeCapability:
+    return cast(ComputeCapability, ComputeCapability.parse(node, {}, _no_child, {}))
+
+
+def _no_child(node: Node) -> Requirement:
+    raise node.error("a compute capability has no nested requirement")
 
 
 def _scalar(node: Node | None, kind: str) -> bool:
@@ -302,7 +356,42 @@ def _merge_knobs(
     return tuple(merged)
 
 
-_FAMILY_KEYS = ("knobs", "drop", "auto", "conflicts", "reads", "note", "source")
+def _modifier(node: Node, backends: Mapping[str, Backend]) -> Modifier:
+    """`{env: VAR, disables: {backend: NAME}}` or `{env: VAR, values: [...], replaces:
+    {backend: backend}}` (model.Modifier)."""
+    fields = node.mapping(("env", "disables", "values", "replaces", "source"))
+    name = required(fields, "env", node).text()
+    if not VAR_RE.match(name):
+        raise fields["env"].error(f"{name!r} is not a valid environment variable name")
+    if ("disables" in fields) == ("replaces" in fields):
+        raise node.error("needs exactly one of: disables, replaces")
+    if ("replaces" in fields) != ("values" in fields):
+        raise node.error("'replaces' needs 'values' (the spellings that turn it on), and only it")
+
+    def backend(n: Node) -> str:
+        if n.text() not in backends:
+            raise n.error(f"names no backend of this profile (valid: {', '.join(backends)})")
+        return n.text()
+
+    def named(key: str) -> dict[str, Node]:
+        found = fields[key].mapping() if key in fields else {}
+        for b in found:
+            if b not in backends:
+                raise found[b].error(
+                    f"names no backend of this profile (valid: {', '.join(backends)})"
+                )
+        return found
+
+    return Modifier(
+        env=name,
+        disables={b: n.text() for b, n in named("disables").items()},
+        values=fields["values"].texts() if "values" in fields else (),
+        replaces={b: backend(n) for b, n in named("replaces").items()},
+        source=optional(fields, "source", Node.text),
+    )
+
+
+_FAMILY_KEYS = ("knobs", "drop", "auto", "conflicts", "reads", "modifiers", "note", "source")
 _OTHER_FAMILIES = tuple(f for f in FAMILIES if f != FAMILY_LINEAR)
 _ERA_KEYS = ("versions", *_FAMILY_KEYS, *_OTHER_FAMILIES)
 
@@ -338,10 +427,10 @@ def _era_body(
     previous: Era | None,
     versions: SpecifierSet,
 ) -> Era:
-    """One family's part of an era. After the first, `knobs`, `auto`, `conflicts` and `reads`
-    default to the era before's: `knobs` lists only the knobs that change or arrive (`drop`
-    names those removed), `auto`, `conflicts` and `reads` replace the inherited list when
-    given. `note` and `source` are the era's own."""
+    """One family's part of an era. After the first, `knobs`, `auto`, `conflicts`, `reads` and
+    `modifiers` default to the era before's: `knobs` lists only the knobs that change or arrive
+    (`drop` names those removed), `auto`, `conflicts`, `reads` and `modifiers` replace the
+    inherited list when given. `note` and `source` are the era's own."""
     if previous is None and "drop" in fields:
         raise fields["drop"].error("the first era has no knobs to drop")
     if previous is None and "auto" not in fields:
@@ -363,6 +452,11 @@ def _era_body(
         auto=tuple(_auto_step(n, backends, named) for n in auto.sequence()) if auto else base.auto,
         conflicts=fields["conflicts"].texts() if "conflicts" in fields else base.conflicts,
         reads=fields["reads"].texts() if "reads" in fields else base.reads,
+        modifiers=(
+            tuple(_modifier(n, backends) for n in fields["modifiers"].sequence())
+            if "modifiers" in fields
+            else base.modifiers
+        ),
         note=optional(fields, "note", Node.text),
         source=optional(fields, "source", Node.text),
         line=node.line,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
@@ -27,10 +26,9 @@ from fp4doctor.rules.backends import (
 )
 from fp4doctor.rules.environment import Selection, lint
 from fp4doctor.rules.host import FIX_GPU_UNREADABLE, host_findings, says_no_verdict
-from fp4doctor.versions import bounds, contains
+from fp4doctor.versions import bounds, contains, same_version
 
 if TYPE_CHECKING:  # the smoke package is imported only where live GEMMs run
-    from fp4doctor.pick import Pick
     from fp4doctor.smoke.result import SmokeResult
 
 __all__ = ["FIX_GPU_UNREADABLE", "EngineVersion", "Evaluation", "Unverified", "Verdict", "evaluate"]
@@ -108,23 +106,6 @@ class Evaluation:
     def family(self) -> str:
         """The FP4 GEMM family judged (the profile is that family's view)."""
         return self.profile.family or FAMILY_LINEAR
-
-    @cached_property
-    def engine_pick(self) -> Pick:
-        """What the engine, left alone, runs this family on, and what it passes over first."""
-        from fp4doctor import pick
-
-        return pick.family_pick(self)
-
-    @property
-    def engine_auto(self) -> str | None:
-        return self.engine_pick.backend
-
-    @property
-    def engine_as_set(self) -> str | None:
-        """What the engine runs this family on with the variables set here: the backend they
-        select, else its own pick."""
-        return self.env_selection.backend if self.env_selection else self.engine_auto
 
     def valid(self, backend: str) -> bool:
         verdict = self.verdicts.get(backend)
@@ -218,10 +199,12 @@ def evaluate(
     ignore: Iterable[str] = (),
     family: str = FAMILY_LINEAR,
     deployment: Deployment | None = None,
+    args: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """Judge every backend of one FP4 GEMM family of `profile` on `host` (with the live results,
     when any ran), and lint the environment's variables of that family. `ignore` downgrades the
-    named failures to warnings, here only."""
+    named failures to warnings, here only. `args`: the engine's flags as the command line sets
+    them (a CLI knob there selects a backend)."""
     profile = profile.view(family)
     engine = engine_version(profile, host, override_version)
     era, engine = era_for(profile, engine)
@@ -235,6 +218,7 @@ def evaluate(
         env=dict(host.env if env is None else env),
         engine=(package, engine.version),
         deployment=deployment or Deployment(),
+        args=dict(args or {}),
     )
     label = f"{profile.title} {engine.version}"
     patterns = tuple(ignore)
@@ -286,7 +270,9 @@ def install_findings(profile: Profile, engine: EngineVersion) -> list[Finding]:
     not have: getting there takes FlashInfer from elsewhere (said, not a failure)."""
     if engine.source == SOURCE_INSTALLED:
         return []
-    pin = dict(profile.engine.unavailable_pins).get(engine.version)
+    pin = next(
+        (p for v, p in profile.engine.unavailable_pins if same_version(v, engine.version)), None
+    )
     if pin is None:
         return []
     package = profile.engine.package

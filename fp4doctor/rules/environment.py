@@ -1,5 +1,7 @@
-"""Lint the FP4 variables already set: invalid values, ignored or deprecated variables, variables
-overridden by precedence, and variables that select a backend this host cannot run."""
+"""Lint the FP4 knobs already set, the environment's variables and the engine's flags on its
+command line: invalid values, ignored or deprecated variables, knobs overridden by precedence,
+and knobs that select a backend this host cannot run. What the winning knob selects is what the
+engine runs as set."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 
 from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.profile.kinds.base import Context, is_true
-from fp4doctor.profile.model import KNOB_ENV, Era, Knob, Profile
+from fp4doctor.profile.model import KNOB_CLI, KNOB_ENV, Era, Knob, Profile
 from fp4doctor.rules.backends import Verdict
 from fp4doctor.versions import contains
 
@@ -19,12 +21,22 @@ _finding = functools.partial(Finding, kind=Kind.ENV)
 
 @dataclass(frozen=True)
 class Selection:
-    """A backend the environment selects now, and the variable that does it."""
+    """A backend the knobs as set select, and the variable (or the engine's flag) that does it."""
 
     backend: str
     variable: str
     value: str
     note: str | None = None  # the knob's caveat, e.g. when it applies at all
+
+    @property
+    def flag(self) -> bool:
+        """Selected by a flag on the engine's command line, not an environment variable."""
+        return self.variable.startswith("-")
+
+    @property
+    def setting(self) -> str:
+        """`VAR=value`, or `--flag value` as the command line has it."""
+        return f"{self.variable} {self.value}" if self.flag else f"{self.variable}={self.value}"
 
 
 def lint(
@@ -42,7 +54,7 @@ def lint(
         fid = f"env.{name}"
         if name in era_vars:
             rank, knob = era_vars[name]
-            selected = _lint_knob(knob, value, fid, engine_label, findings)
+            selected = _lint_knob(knob, value, fid, engine_label, findings, _engine_cc(ctx))
             missing = [(n, v) for n, v in knob.also if ctx.env.get(n) != v]
             if selected is not None and missing:
                 # vLLM reads VLLM_FLASHINFER_MOE_BACKEND only with VLLM_USE_FLASHINFER_MOE_FP4=1.
@@ -81,7 +93,7 @@ def lint(
                 if name in profile.variables
                 else ("it belongs to another version of the engine")
             )
-            meant = _meant_backend(name, value, other_knobs.get(name), profile)
+            meant = _meant_backend(name, value, other_knobs.get(name), profile, _engine_cc(ctx))
             fix = f"unset {name}"
             verdict = verdicts.get(meant) if meant is not None else None
             if meant is not None and verdict is not None and not verdict.valid:
@@ -99,22 +111,29 @@ def lint(
             findings.append(
                 _finding(fid, Status.WARN, f"{engine_label} ignores {name}: {note}", fix=fix)
             )
+    for rank, knob in enumerate(era.knobs):
+        if knob.kind != KNOB_CLI or knob.name not in ctx.args:
+            continue
+        value = ctx.args[knob.name]
+        selected = _lint_knob(knob, value, f"args.{knob.name.lstrip('-')}", engine_label, findings)
+        if selected is not None:
+            selections.append((rank, Selection(selected, knob.name, value, knob.note)))
     selections.sort(key=lambda s: s[0])
     if not selections:
         return findings, None
     winner = selections[0][1]
-    companions = {n for n, _ in era_vars[winner.variable][1].also}
+    winning_knob = next(k for k in era.knobs if k.name == winner.variable)
+    companions = {n for n, _ in winning_knob.also}
     for _, loser in selections[1:]:
         if loser.variable in companions:  # set with the winner so that it is read at all
             continue
         findings.append(
             _finding(
-                f"env.{loser.variable}.overridden",
+                f"{_fid(loser)}.overridden",
                 Status.WARN,
-                f"{loser.variable}={loser.value} has no effect: {winner.variable}={winner.value} "
-                f"takes precedence in {engine_label}"
-                + (f" ({winner.note})" if winner.note else ""),
-                fix=f"unset {loser.variable}" if loser.backend != winner.backend else None,
+                f"{loser.setting} has no effect: {winner.setting} takes precedence in "
+                f"{engine_label}" + (f" ({winner.note})" if winner.note else ""),
+                fix=_drop(loser) if loser.backend != winner.backend else None,
             )
         )
     verdict = verdicts.get(winner.backend)
@@ -122,20 +141,50 @@ def lint(
         problem = verdict.first_problem()
         findings.append(
             _finding(
-                f"env.{winner.variable}.backend",
+                f"{_fid(winner)}.backend",
                 Status.FAIL,
-                f"{winner.variable}={winner.value} makes {engine_label} use {winner.backend}, "
-                "which "
-                f"cannot run here: {problem.reason if problem else 'see its findings'}",
-                fix=f'unset {winner.variable}, or run: eval "$(fp4doctor env)"',
+                f"{winner.setting} makes {engine_label} use {winner.backend}, which cannot run "
+                f"here: {problem.reason if problem else 'see its findings'}",
+                fix=f'{_drop(winner)}, or run: eval "$(fp4doctor env)"',
                 backend=winner.backend,
             )
         )
     return findings, winner
 
 
+def _fid(selection: Selection) -> str:
+    """`env.VLLM_NVFP4_GEMM_BACKEND`, or `args.linear-backend` for a flag."""
+    name = selection.variable
+    return f"args.{name.lstrip('-')}" if selection.flag else f"env.{name}"
+
+
+def _corrected(knob: Knob, value: str | None) -> str:
+    """The fix for an invalid value: the close choice, else the knob taken away."""
+    if knob.kind == KNOB_CLI:
+        return f"pass {knob.name} {value}" if value else f"drop {knob.name}"
+    return f"export {knob.name}={value}" if value else f"unset {knob.name}"
+
+
+def _drop(selection: Selection) -> str:
+    """How to take a knob as set away."""
+    if selection.flag:
+        return f"drop {selection.setting} from the engine's command line"
+    return f"unset {selection.variable}"
+
+
+def _engine_cc(ctx: Context) -> int | None:
+    """The compute capability the engine decides a GPU-dependent knob on: its first GPU's
+    (vLLM's current_platform.get_device_capability() asks device 0)."""
+    return ctx.gpus[0].cc if ctx.gpus else None
+
+
 def _lint_knob(
-    knob: Knob, value: str, fid: str, engine_label: str, findings: list[Finding]
+    knob: Knob,
+    value: str,
+    fid: str,
+    engine_label: str,
+    findings: list[Finding],
+    cc: int | None = None,
 ) -> str | None:
     """Check one set variable of this era; return the backend it selects, if any."""
     if knob.type == "bool":
@@ -156,9 +205,9 @@ def _lint_knob(
                 return None
         else:
             on = is_true(value)
-        selected = next(iter(knob.values)) if on else None
+        selected = knob.backend_when_on(cc) if on else None
     else:
-        selected = knob.backend_for(value)
+        selected = knob.backend_for(value, cc)
         if selected is None:
             accepted = knob.accepted()
             close = difflib.get_close_matches(value, accepted, n=1) or [
@@ -174,7 +223,7 @@ def _lint_knob(
                     + (knob.on_invalid or "the engine rejects it")
                     + "."
                     + hint,
-                    fix=f"export {knob.name}={close[0]}" if close else f"unset {knob.name}",
+                    fix=_corrected(knob, close[0] if close else None),
                     source=knob.source,
                 )
             )
@@ -206,14 +255,16 @@ def _removed(profile: Profile, name: str, ctx: Context) -> bool | None:
     return bool(contains(variable.removed, ctx.engine[1]))
 
 
-def _meant_backend(name: str, value: str, knob: Knob | None, profile: Profile) -> str | None:
+def _meant_backend(
+    name: str, value: str, knob: Knob | None, profile: Profile, cc: int | None = None
+) -> str | None:
     """Which backend a user meant by a variable this version ignores."""
     if knob is not None:
         if not knob.select:  # a switch with side effects: never advised as a backend knob
             return None
         if knob.type == "bool":
-            return next(iter(knob.values)) if is_true(value) else None
-        return knob.backend_for(value)
+            return knob.backend_when_on(cc) if is_true(value) else None
+        return knob.backend_for(value, cc)
     variable = profile.variables.get(name)
     if variable is not None and variable.means and is_true(value):
         return variable.means

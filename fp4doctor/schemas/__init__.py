@@ -2,8 +2,8 @@
 package so that a pipeline can validate what it reads with the schema of the version it got.
 
     facts-v1        `fp4doctor probe --json`, read back by `--facts FILE` (facts.SCHEMA_VERSION)
-    report-v2       `fp4doctor check --json` (render.REPORT_SCHEMA_VERSION); report-v1 its
-                    earlier form (a document names its version)
+    report-v3       `fp4doctor check --json` (render.REPORT_SCHEMA_VERSION); report-v1 and
+                    report-v2 its earlier forms (a document names its version)
     advisories-v1   `fp4doctor advisories --json` (a bare array: no schema_version in it)
     env-v1          `fp4doctor env --shell json` (no schema_version in it)
     fleet-v1        `fp4doctor fleet --json` (fleet.render.FLEET_SCHEMA_VERSION)
@@ -30,7 +30,7 @@ KINDS = (FACTS, REPORT, ADVISORIES, ENV, FLEET, EXPLAIN, DIFF)
 #: that a document written by an older fp4doctor still validates with its own.
 VERSIONS = {
     FACTS: (1,),
-    REPORT: (1, 2),
+    REPORT: (1, 2, 3),
     ADVISORIES: (1,),
     ENV: (1,),
     FLEET: (1,),

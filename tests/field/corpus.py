@@ -110,12 +110,15 @@ class Case:
         for i, arg in enumerate(args[:-1]):
             if arg == "--model" and not Path(args[i + 1]).is_absolute():
                 args[i + 1] = str(REPO_ROOT / args[i + 1])
+        # fp4doctor's own options go before `--`: what follows is the engine's command line.
+        engine = args[args.index("--") :] if "--" in args else []
+        args = args[: len(args) - len(engine)]
         args += ["--facts", str(self.host_path)]
         if args[0] == "check":
             args.append("--no-smoke")
         if self.kind == "working":
             args += ["--format", "json"]
-        return args
+        return args + engine
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,10 @@ CCS = (100, 103, 107, 110, 120, 121)  # the FP4-capable targets the auto table i
 CUDA_STEPS = ("12.6", "12.8", "12.9", "13.0", "13.1")
 JIT_ARCHS = ((10, 0), (10, 3), (10, 7), (11, 0), (12, 0), (12, 1))
 MOE_NAMES = ("trtllm_fp4_block_scale_moe", "cutlass_fused_moe")
+# The trtllm-gen batched-GEMM cubins behind trtllm_fp4_block_scale_moe: the architectures each
+# module variant may dispatch to (0.6.18rc10+), and the runner's own arch check (C++ source).
+TRTLLM_METAINFO = "flashinfer/jit/trtllm_gen_metainfo.py"
+TRTLLM_RUNNER = "csrc/trtllm_batched_gemm_runner.cu"
 
 Json = dict[str, Any]
 
@@ -98,10 +102,10 @@ class Source:
                     if not m.isfile() or len(parts) < 2:
                         continue
                     rel = parts[1]
-                    if (rel.startswith("flashinfer/") and rel.endswith(".py")) or rel in (
-                        "PKG-INFO",
-                        "pyproject.toml",
-                        "requirements.txt",
+                    if (
+                        (rel.startswith("flashinfer/") and rel.endswith(".py"))
+                        or rel in ("PKG-INFO", "pyproject.toml", "requirements.txt")
+                        or rel.endswith(TRTLLM_RUNNER)
                     ):
                         f = tar.extractfile(m)
                         if f is not None:
@@ -1045,11 +1049,58 @@ def moe_entry(pkg: Package, mod: Module, fn: ast.FunctionDef) -> Json:
     return e
 
 
+_ARCH_CASE = re.compile(r"case\s+tg::CudaArch::(\w+)\s*:\s*return\s+([^;]+);")
+_SM_EQ = re.compile(r"smVersion\s*==\s*(\d+)")
+_ARCH_FILTER = re.compile(r"\bconfig\.mSm\b|\bsm_version\s*==")
+
+
+def trtllm_cubin_archs(pkg: Package) -> Json:
+    """The trtllm-gen cubins trtllm_fp4_block_scale_moe can run, read two ways: the architecture
+    tuples FlashInfer declares per module variant (`*_CUBIN_ARCHS` in
+    flashinfer/jit/trtllm_gen_metainfo.py, 0.6.18rc10+) and the runner's own check of a cubin's
+    architecture against the GPU's SM version (`isArchCompatible` in
+    csrc/trtllm_batched_gemm_runner.cu, 0.6.16rc4+; earlier releases filter with inline
+    `config.mSm` tests, recorded as source lines, or not at all). The cubins themselves and their
+    manifest (flashinferMetaInfo.h) are downloaded at first use: not in the wheel."""
+    out: Json = {"declared": None, "runner_accepts": None, "runner_filters": None}
+    meta = pkg.mod(TRTLLM_METAINFO)
+    if meta is not None:
+        declared = {
+            name: str_list(value)
+            for name, value in sorted(meta.consts.items())
+            if name.endswith("_CUBIN_ARCHS")
+        }
+        out["declared"] = declared or None
+    runner = [n for n in pkg.src.names() if n.endswith(TRTLLM_RUNNER)]
+    text = pkg.src.text(runner[0]) if runner else None
+    if text is None:
+        out["unverified"] = f"no {TRTLLM_RUNNER} in this release's distribution"
+        return out
+    out["runner"] = runner[0]
+    body = re.search(r"bool isArchCompatible\([^)]*\)\s*\{(.*?)\n\}", text, re.S)
+    if body is not None:
+        out["runner_accepts"] = {
+            arch: sorted(int(n) for n in _SM_EQ.findall(expr))
+            for arch, expr in _ARCH_CASE.findall(body.group(1))
+        }
+    else:
+        lines = [ln.strip() for ln in text.splitlines() if _ARCH_FILTER.search(ln)]
+        out["runner_filters"] = lines
+        if not lines:
+            out["unverified"] = (
+                "the runner checks no cubin architecture: every cubin of the downloaded "
+                "manifest is tried on the GPU"
+            )
+    return out
+
+
 def extract_moe(pkg: Package) -> Json:
     out: Json = {}
     for name in MOE_NAMES:
         found = pkg.find_def(name, ("flashinfer/fused_moe/", "flashinfer/"))
         out[name] = moe_entry(pkg, *found) if found else None
+    if out.get("trtllm_fp4_block_scale_moe") is not None:
+        out["trtllm_fp4_block_scale_moe"]["cubin_archs"] = trtllm_cubin_archs(pkg)
     # CuTe-DSL MoE entry points: public top-level functions named cute_dsl*moe* under fused_moe
     for path in sorted(pkg.src.py("flashinfer/fused_moe/")):
         text = pkg.src.text(path) or ""

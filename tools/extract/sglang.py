@@ -390,8 +390,27 @@ def _arg_fields(src: Sources) -> dict[str, dict[str, Any]]:
     return flags
 
 
+def _assigned_via(target: ast.expr, attr: str) -> str | None:
+    """How `target` assigns `<attr>`: "" as `x.<attr>`, "local" as a name, "key" as
+    `d["<attr>"]`; None when it does not."""
+    if isinstance(target, ast.Attribute) and target.attr == attr:
+        return ""
+    if isinstance(target, ast.Name) and target.id == attr:
+        return "local"
+    if (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.slice, ast.Constant)
+        and target.slice.value == attr
+    ):
+        return "key"
+    return None
+
+
 def _assignments_to(src: Sources, attr: str) -> list[dict[str, Any]]:
-    """Post-parse rewrites `x.<attr> = value` in the arg files, with the path that leads there."""
+    """Post-parse rewrites of `<attr>` in the arg files, with the path that leads there:
+    `x.<attr> = value`, and (the post-process passes of 0.5.16+, which return the fields they
+    resolve) a local `<attr> = value` (`via: local`) or `overrides["<attr>"] = value`
+    (`via: key`)."""
     out: list[dict[str, Any]] = []
     for path in src.arg_files():
         tree = src.tree(path)
@@ -404,15 +423,18 @@ def _assignments_to(src: Sources, attr: str) -> list[dict[str, Any]]:
             ) -> None:
                 if isinstance(stmt, ast.Assign):
                     for t in stmt.targets:
-                        if isinstance(t, ast.Attribute) and t.attr == attr:
-                            out.append(
-                                {
-                                    "file": path,
-                                    "function": fn.name,
-                                    "when": conds,
-                                    "value": value_or_source(stmt.value),
-                                }
-                            )
+                        via = _assigned_via(t, attr)
+                        if via is None:
+                            continue
+                        found: dict[str, Any] = {
+                            "file": path,
+                            "function": fn.name,
+                            "when": conds,
+                            "value": value_or_source(stmt.value),
+                        }
+                        if via:
+                            found["via"] = via
+                        out.append(found)
 
             # Only this function's own statements (nested defs are walked as their own fn).
             walk_paths([s for s in fn.body if not isinstance(s, ast.FunctionDef)], visit, [])

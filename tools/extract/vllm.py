@@ -194,6 +194,46 @@ def flashinfer_pins(release: Release) -> list[str]:
     return sorted(line for line in lines if re.match(r"flashinfer[-_]", line))
 
 
+# The compiled ops the FP4 backends call, and which torch.ops namespace (which extension module)
+# each is called through in vllm/_custom_ops.py: `_C` is vllm/_C.abi3.so (0.7-0.23) or
+# vllm/_C_stable_libtorch.abi3.so (0.19+), `_moe_C` vllm/_moe_C*.so.
+FP4_OPS = (
+    "cutlass_scaled_fp4_mm",
+    "cutlass_fp4_group_mm",
+    "scaled_fp4_quant",
+    "scaled_fp4_experts_quant",
+    "marlin_gemm",
+    "gptq_marlin_gemm",
+    "moe_wna16_marlin_gemm",
+)
+LEGACY_C, STABLE_C = "vllm/_C.abi3.so", "vllm/_C_stable_libtorch.abi3.so"
+EXTENSION_RE = re.compile(r"^vllm/_\w*C\w*\.(?:abi3|cpython-[^/]*)\.so$")
+
+
+def extensions(release: Release) -> dict[str, Any]:
+    """The release's compiled extension modules (the wheel's file list) and, per FP4 op, the
+    torch.ops namespaces vllm/_custom_ops.py calls it through: which binary holds its kernel."""
+    wheel = Wheel(release)
+    modules = sorted(m for m in wheel.names() if EXTENSION_RE.match(m))
+    text = wheel.text("vllm/_custom_ops.py") or ""
+    ops = {
+        op: sorted(set(re.findall(rf"torch\.ops\.(\w+)\.{op}\b", text)))
+        for op in FP4_OPS
+        if re.search(rf"torch\.ops\.\w+\.{op}\b", text)
+    }
+    out: dict[str, Any] = {"modules": modules, "ops": ops}
+    if {LEGACY_C, STABLE_C} <= set(modules):
+        # Both register the `_C` namespace (0.19-0.23): which one holds an op is read from the
+        # stable-ABI module itself (1-48 MiB compressed; the legacy one is up to 180 MiB).
+        binary = wheel.read(STABLE_C) or b""
+        out["held_by_stable_libtorch"] = [
+            op
+            for op in FP4_OPS
+            if re.search(rb"(?<![A-Za-z0-9_])" + op.encode() + rb"(?![A-Za-z0-9_])", binary)
+        ]
+    return out
+
+
 def has_nvfp4(release: Release) -> bool:
     """Whether the release ships NVFP4 support (ModelOpt NVFP4 config in modelopt.py)."""
     text = Wheel(release).text(MODELOPT)
@@ -1384,6 +1424,11 @@ def run(only: Iterable[str] | None, jobs: int) -> dict[str, Any]:
         with ThreadPoolExecutor(jobs) as ex:
             pins = dict(zip(data["covers"], ex.map(flashinfer_pins, covered), strict=True))
         data["requires_flashinfer"] = pins
+        # Beside them: which compiled module holds each FP4 op's kernel (profiles/vllm.yaml's
+        # compiled_arch rules read those files; tests/test_engine_binaries.py checks them).
+        with ThreadPoolExecutor(jobs) as ex:
+            built = dict(zip(data["covers"], ex.map(extensions, covered), strict=True))
+        data["extensions"] = built
     return data
 
 

@@ -15,9 +15,11 @@ from fp4doctor.profile.kinds.cuda_driver import CudaDriver
 from fp4doctor.profile.kinds.cuda_runtime import CudaRuntime
 from fp4doctor.profile.kinds.cudart_loader import CudartLoader
 from fp4doctor.profile.kinds.cudnn_backend import CudnnBackend
+from fp4doctor.profile.kinds.engine_arg import EngineArg
 from fp4doctor.profile.kinds.env import Env
 from fp4doctor.profile.kinds.ninja import Ninja
 from fp4doctor.profile.kinds.nvcc import Nvcc
+from fp4doctor.profile.kinds.nvcc_on_path import NvccOnPath
 from fp4doctor.profile.kinds.package import Package
 from fp4doctor.profile.kinds.same_version import SameVersion
 from fp4doctor.profile.kinds.toolchain_arch import ToolchainArch
@@ -36,9 +38,11 @@ KINDS: dict[str, type[Kind]] = {
         CudaDriver,
         CudartLoader,
         Nvcc,
+        NvccOnPath,
         Ninja,
         SameVersion,
         Env,
+        EngineArg,
         ToolchainArch,
         AnyOf,
         AllOf,

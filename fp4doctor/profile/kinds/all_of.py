@@ -15,7 +15,7 @@ from fp4doctor.facts import Gpu
 from fp4doctor.profile.kinds.base import Check, Composite, Context
 
 if TYPE_CHECKING:
-    from fp4doctor.profile.model import Requirement
+    from fp4doctor.profile.kinds.base import Requirement
 
 
 def all_hold(requirements: tuple[Requirement, ...], ctx: Context, gpu: Gpu | None) -> Check:

@@ -2,7 +2,7 @@
 
 A kind is one small class in its own module (see `fp4doctor.profile.kinds` for the registry).
 It holds only its own argument; what every requirement shares (id, `when`, fix, source, reason,
-line) lives on `model.Requirement`, which wraps a kind.
+line) lives on `Requirement` (below), which wraps a kind.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from fp4doctor.facts import Gpu, HostFacts, canonical_name
 from fp4doctor.versions import contains, spec_text
 
 if TYPE_CHECKING:
-    from fp4doctor.profile.model import Requirement
     from fp4doctor.profile.yamlnode import Node
 
 VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -43,6 +42,9 @@ class Context:
     engine: tuple[str, str] | None = None
     # What the user will run (--ep, --model, ...): known bugs' triggers are judged against it.
     deployment: Deployment = field(default_factory=Deployment)
+    # The engine's flags as the command line sets them (flag -> value, `--linear-backend`):
+    # a CLI knob set there selects a backend as an environment variable does.
+    args: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> list[Gpu]:
@@ -63,11 +65,14 @@ class Context:
 @dataclass(frozen=True)
 class Check:
     """The outcome of one requirement on the host (or one GPU): what was measured, what is
-    required, in words a user reads."""
+    required, in words a user reads. `read` is False when the fact could not be looked at here
+    (a binary not installed, a snapshot without its scan): the requirement does not block
+    (`ok`), and its finding says "not read" (skip), never that it passed."""
 
     ok: bool
     measured: str
     required: str
+    read: bool = True
 
 
 # Parses a nested requirement (for the kinds that combine others).
@@ -187,3 +192,89 @@ class VersionKind(Kind):
         if not str(self.spec):
             return f"{self.words} found"
         return f"{self.words} {spec_text(self.spec)}"
+
+
+_FIX_REF = re.compile(r"\{fix:([a-z_]+)\}")
+_VERSION_REF = re.compile(r"\{version:([A-Za-z0-9_.-]+)\}")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One condition on the host: a kind (`fp4doctor.profile.kinds`) and what every rule shares.
+
+    `when` limits it to versions of other packages (the engine's included: the version judged);
+    with `when_absent`, it also applies when a `when` package is not installed (what a fresh
+    install gets). `fix` may name `{version:DIST}`, filled in with DIST's installed version.
+    """
+
+    kind: Kind
+    id: str
+    when: tuple[tuple[str, SpecifierSet], ...] = ()
+    when_absent: bool = False
+    fix: str | None = None
+    source: str | None = None
+    reason: str | None = None  # a sentence that explains why the rule exists
+    line: int = 0
+
+    @property
+    def per_gpu(self) -> bool:
+        return self.kind.per_gpu
+
+    @property
+    def children(self) -> tuple[Requirement, ...]:
+        return self.kind.children()
+
+    def applies(self, ctx: Context) -> bool:
+        """Whether the `when` conditions hold for the versions judged.
+
+        A version that cannot be read counts as absent: the `when_absent` variant (what a fresh
+        install gets) applies, never none of them (which would drop the rule silently)."""
+        for dist, spec in self.when:
+            judged = ctx.judged_version(dist)
+            matched = None if judged is None else contains(spec, judged)
+            if matched is None:
+                if not self.when_absent:
+                    return False
+                continue
+            if not matched:
+                return False
+        return True
+
+    def check(self, ctx: Context, gpu: Gpu | None) -> Check:
+        return self.kind.check(ctx, gpu)
+
+    def fix_for(self, ctx: Context) -> str | None:
+        """The profile's fix (with `{version:DIST}` filled in), or the kind's default; a fix
+        that is only the default of a nested kind says so with `{fix:KIND}` (`{fix:same_version}`
+        pins a release the package index has)."""
+        if self.fix:
+            fix = _FIX_REF.sub(lambda m: self._nested_fix(m.group(1), ctx), self.fix)
+            return _VERSION_REF.sub(lambda m: ctx.version(m.group(1)) or "<version>", fix)
+        return self.kind.default_fix(ctx)
+
+    def _nested_fix(self, key: str, ctx: Context) -> str:
+        for child in self.children:
+            if child.kind.key == key:
+                return child.kind.default_fix(ctx) or ""
+            nested = child._nested_fix(key, ctx)
+            if nested:
+                return nested
+        return ""
+
+    def when_text(self) -> str:
+        if not self.when:
+            return ""
+        text = " and ".join(f"{dist} {spec_text(spec)}" for dist, spec in self.when)
+        return f"when {text}" + (" or absent" if self.when_absent else "")
+
+    def inline(self) -> str:
+        """In plain words with its when-condition, for use inside a sentence."""
+        when = self.when_text()
+        return f"{self.kind.describe()} ({when})" if when else self.kind.describe()
+
+    def packages(self) -> set[str]:
+        """Every distribution this requirement (and what it nests) reads."""
+        names = set(self.kind.packages()) | {dist for dist, _ in self.when}
+        for child in self.children:
+            names |= child.packages()
+        return names

@@ -40,7 +40,8 @@ from fp4doctor.profile.kinds.base import Check, Context, Kind, Named, ParseChild
 from fp4doctor.profile.yamlnode import Node, optional
 
 if TYPE_CHECKING:
-    from fp4doctor.profile.model import Profile, Requirement
+    from fp4doctor.profile.kinds.base import Requirement
+    from fp4doctor.profile.model import Profile
 
 
 def _split(name: str) -> tuple[str, int, str] | None:
@@ -148,21 +149,26 @@ class CompiledArch(Kind):
 
     def check(self, ctx: Context, gpu: Gpu | None) -> Check:
         wanted = self.wanted(gpu)
-        # What cannot be looked at is said, not failed: a distribution that is not installed
-        # (whether it must be is the `package` kind's business; an engine judged at a version
-        # that is not here has no build to read), no GPU to check it for (the host's own finding
-        # says so once), a snapshot from before the scan existed, or an install whose file list
-        # lacks the module (an editable or source install, or a release that renamed it). Only a
-        # module that is there and wrong refuses the GPU.
+
+        # What cannot be looked at is said ("not read", a skip), neither failed nor passed: a
+        # distribution that is not installed (whether it must be is the `package` kind's
+        # business; an engine judged at a version that is not here has no build to read), no
+        # GPU to check it for (the host's own finding says so once), a snapshot from before the
+        # scan existed, or an install whose file list lacks the module (an editable or source
+        # install, or a release that renamed it). Only a module that is there and wrong refuses
+        # the GPU.
+        def unread(why: str) -> Check:
+            return Check(True, f"{self.module} not read: {why}", wanted, read=False)
+
         if ctx.facts.packages.version(self.dist) is None:
-            return Check(True, f"{self.module} not checked: {self.dist} is not installed", wanted)
+            return unread(f"{self.dist} is not installed")
         if gpu is None:
-            return Check(True, f"{self.module} not checked: no GPU to check it for", wanted)
+            return unread("no GPU to check it for")
         archs = ctx.facts.compiled_archs.get(self.module)
         if archs is None:
-            return Check(True, f"{self.module} not checked: the facts carry no scan of it", wanted)
+            return unread("the facts carry no scan of it")
         if archs.error and archs.path is None:
-            return Check(True, f"{self.module} not checked: {archs.error}", wanted)
+            return unread(archs.error)
         if archs.error:
             return Check(False, f"{self.module} could not be read: {archs.error}", wanted)
         if not archs.sass and not archs.ptx:

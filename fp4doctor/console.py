@@ -20,8 +20,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it; click's own Abort w
 EXIT_TERMINATED = 143  # 128 + SIGTERM, likewise
 EXIT_CODES_HELP = """\b
 Exit codes:
-  0  ready: a valid FP4 GEMM path exists and the environment as set does not break it
-  1  not ready: the checks ran and the required path is not valid
+  0  ready as set: the kernel the engine will run per family can run here, no known bug
+  1  not ready: as set it runs a kernel that cannot run (the fix is named), or no valid path
   2  usage or profile error
   3  no verdict could be reached (NVML cannot tell which GPUs exist, unreadable facts)
   4  could not write the output (a full disk, a closed stdout or pipe)
@@ -164,3 +164,50 @@ def note(message: str) -> None:
     text = fit(clean(f"fp4doctor: {message}"), encoding_of(sys.stderr))
     with suppress(OSError, ValueError):
         click.echo(text, err=True)
+
+
+class HelpFits:
+    """`--help` as stdout can carry it: click writes it as UTF-8 to an ASCII stream, and fails
+    on a Latin-1 one."""
+
+    def get_help(self, ctx: click.Context) -> str:
+        text: str = super().get_help(ctx)  # type: ignore[misc]
+        if carries(text, encoding := encoding_of(sys.stdout)):
+            return text
+        return fit(text, encoding)
+
+
+class Command(HelpFits, click.Command):
+    """Every command's class: `--help` that fits the stream, a bad value as one line."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        # A bad value (`--tp 0`) is one line, as every other user error; click's usage block
+        # stays for what is about the command line's shape (an unknown option).
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.BadParameter as exc:
+            raise UserError(exc.format_message().rstrip(".")) from None
+
+
+class Suggests(click.Group):
+    """An unknown subcommand is one user-error line with the closest name (exit 2), not click's
+    three-line usage block."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        known = self.list_commands(ctx)
+        if name and not name.startswith("-") and name not in known:
+            from fp4doctor.suggest import did_you_mean
+
+            raise UserError(
+                f"no command {name!r}{did_you_mean(name, known)} (commands: {', '.join(known)})"
+            )
+        return super().resolve_command(ctx, args)
+
+
+class Group(HelpFits, Suggests):
+    """A group of commands under the top level (`profiles`)."""
+
+    command_class = Command

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fp4doctor.cli.console import EXIT_NO_VERDICT, EXIT_NOT_READY, note, user_errors
+from fp4doctor.console import EXIT_NO_VERDICT, EXIT_NOT_READY, note, user_errors
 from fp4doctor.findings import Kind
 
 if TYPE_CHECKING:  # the core is imported inside the commands: start-up stays fast
@@ -135,6 +135,8 @@ def question_options(command: Callable[..., None]) -> Callable[..., None]:
         from fp4doctor.doctor import Question  # here, not at decoration: `probe` never needs it
 
         fields: dict[str, Any] = {k: options.pop(k) for k in _QUESTION_FIELDS}
+        if "command" in options:  # `-- vllm serve MODEL ...` (engine_command)
+            fields["command"] = tuple(options.pop("command"))
         for k in _SWITCHES:
             fields[k] = None if (v := options.pop(k)) is None else v == "on"
         asked = Question(**fields)
@@ -143,6 +145,24 @@ def question_options(command: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(QUESTION_OPTIONS):
         wrapper = option(wrapper)
     return wrapper
+
+
+def engine_command(command: Callable[..., None]) -> Callable[..., None]:
+    """The engine's command line after `--` (`fp4doctor check -- vllm serve MODEL -tp 4`): the
+    deployment judged as it will run. Put above `question_options`."""
+    return click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND]")(
+        command
+    )
+
+
+ENGINE_COMMAND_HELP = (
+    "COMMAND, after `--`, is the engine's command line as you will run it (`vllm serve MODEL "
+    "...`, `python -m vllm.entrypoints.openai.api_server ...`, `python -m sglang.launch_server "
+    "...`, `trtllm-serve MODEL ...`): its model, parallel sizes, backends and switches are "
+    "judged as set, read with the flags of the engine release judged; FP4DOCTOR_<ENGINE>_ARGS "
+    "in the environment count as set. A flag or value that release does not have is a usage "
+    "error (exit 2)."
+)
 
 
 def ask(question: Question) -> Report:

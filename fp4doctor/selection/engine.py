@@ -1,9 +1,9 @@
 """What the engine runs an FP4 GEMM family on when left alone (no knob set), and why it passes
 over each candidate before it: for the family as a whole, and for each layer class of a model.
 
-One answer for every reader: `check`'s "left alone, picks" warning and the resolver's order
-(fp4doctor/resolve.py), the model's "cannot run this model" finding (checkpoint/judge.py) and
-`fp4doctor explain` (checkpoint/explain.py). Pure.
+One answer for every reader: what runs as set and the choice's order (selection/choice.py), the
+model's "cannot run this model" finding (selection/model.py) and `fp4doctor explain`
+(selection/explain.py). Pure.
 
 Which candidates the engine walks depends on the layers:
 - the era's automatic order (the profile's `auto`), a step taken when its conditions hold, less
@@ -24,18 +24,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fp4doctor.findings import Finding
-from fp4doctor.profile.model import FAMILY_LINEAR
+from fp4doctor.profile.model import FAMILY_LINEAR, KNOB_CLI, AutoStep
 from fp4doctor.rules.backends import conditions_hold, requirement_findings
 
 if TYPE_CHECKING:
     from fp4doctor.checkpoint.constraints import PickStep, WeightOnly
     from fp4doctor.checkpoint.judge import ModelVerdict
     from fp4doctor.checkpoint.parallel import RankGemm
-    from fp4doctor.profile.model import Requirement
+    from fp4doctor.profile.kinds.base import Requirement
     from fp4doctor.rules import Evaluation
 
 # A backend's blocking findings of one kind (the model's, or the host's).
 Lookup = Callable[[str], Sequence[Finding]]
+
+
+_KEPT = "_fp4doctor_engine_pick"  # where family_pick keeps its answer on an evaluation
 
 
 class Status(enum.Enum):
@@ -110,9 +113,86 @@ class Pick:
 
 def family_pick(evaluation: Evaluation) -> Pick:
     """The engine's pick for the family as a whole (its verdicts hold the model's findings,
-    when a model was folded in). Weight-only when every FP4 layer of the family is."""
+    when a model was folded in). Weight-only when every FP4 layer of the family is. Worked out
+    once per evaluation: kept on it as `functools.cached_property` keeps a value (a new
+    evaluation, such as the model's fold, works it out anew)."""
+    kept = evaluation.__dict__.get(_KEPT)
+    if isinstance(kept, Pick):
+        return kept
     walk = _walk(evaluation, evaluation.weight_only)
-    return walk.pick(lambda b: (), _problems(evaluation), None)
+    picked = walk.pick(lambda b: (), _problems(evaluation), None)
+    evaluation.__dict__[_KEPT] = picked
+    return picked
+
+
+def engine_auto(evaluation: Evaluation) -> str | None:
+    """The backend the engine, left alone, runs the family on."""
+    return family_pick(evaluation).backend
+
+
+def engine_as_set(evaluation: Evaluation) -> str | None:
+    """What the engine runs this family on with the variables set here: the backend they
+    select, else its own pick; swapped where a modifier set says (the era's `modifiers`:
+    SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1 runs flashinfer_cutedsl weight-only)."""
+    selection = evaluation.env_selection
+    picked = selection.backend if selection else engine_auto(evaluation)
+    return evaluation.era.replaced(picked, evaluation.context.env)[0]
+
+
+def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
+    """What the engine runs the family on with the variables set here and the command-line
+    arguments `args` ('--flag=value' or '--flag', 'value'); None when it stops at start-up.
+
+    A CLI knob given decides (vLLM's --linear-backend wins over its variables): its value's
+    backends, the first named or, for a knob that `walk`s, the first in the engine's automatic
+    order that is supported here and not disabled (vLLM's `flashinfer_cutedsl` on SM12x W4A4
+    layers reaches the CuTe-DSL W4A16 kernel); a value that names no kernel of the family
+    (`no_kernel`) is dropped for the engine's own pick ("auto": vLLM's --linear-backend triton
+    from 0.28) or stops it ("raises"). Otherwise the variables as set decide
+    (`engine_as_set(Evaluation)`). The era's modifiers then swap what runs."""
+    era, env = evaluation.era, evaluation.context.env
+    given = _flags(args)
+    for knob in era.knobs:
+        if knob.kind != KNOB_CLI or knob.name not in given:
+            continue
+        value = given[knob.name]
+        named = knob.backends_for(value)
+        if named:
+            picked = _walk_named(evaluation, named) if knob.walk else named[0]
+            return era.replaced(picked, env)[0]
+        if knob.names_no_kernel(value) and knob.no_kernel_then == "raises":
+            return None
+    return engine_as_set(evaluation)
+
+
+def _flags(args: Sequence[str]) -> dict[str, str]:
+    """--flag -> value, from '--flag=value' or '--flag value' (the last given wins)."""
+    out: dict[str, str] = {}
+    items = list(args)
+    for i, item in enumerate(items):
+        if not item.startswith("--"):
+            continue
+        name, sep, value = item.partition("=")
+        if sep:
+            out[name] = value
+        elif i + 1 < len(items) and not items[i + 1].startswith("--"):
+            out[name] = items[i + 1]
+    return out
+
+
+def _walk_named(evaluation: Evaluation, named: Sequence[str]) -> str:
+    """The first of `named`, in the engine's automatic order (then the knob's), whose
+    conditions hold here and that no modifier disables; the first named when none does (the
+    engine takes it, and it fails)."""
+    disabled = evaluation.era.disabled(evaluation.context.env)
+    steps = [a for a in evaluation.era.auto if a.backend in named]
+    steps += [AutoStep(b) for b in named if all(a.backend != b for a in steps)]
+    for step in steps:
+        if step.backend in disabled or step.backend not in evaluation.verdicts:
+            continue
+        if conditions_hold(step.conditions, evaluation.context):
+            return step.backend
+    return named[0]
 
 
 def layer_picks(evaluation: Evaluation, model: ModelVerdict) -> tuple[tuple[RankGemm, Pick], ...]:
@@ -204,11 +284,15 @@ def _walk(evaluation: Evaluation, weight_only: bool) -> _Walk:
         return _weight_only(evaluation, entry)
     label = evaluation.engine_label
     ctx = evaluation.context
+    disabled = evaluation.era.disabled(ctx.env)
     steps: list[_Step] = []
     order: list[str] = []
     for auto in evaluation.era.auto:
         b = auto.backend
         if b not in evaluation.verdicts:
+            continue
+        if b in disabled:
+            steps.append(_Step(b, Candidate(b, Status.SKIPPED, _disabled(disabled[b]))))
             continue
         skip = evaluation.skips.get(b)
         if not conditions_hold(auto.conditions, ctx) or skip is not None:
@@ -242,6 +326,9 @@ def _weight_only(evaluation: Evaluation, entry: WeightOnly) -> _Walk:
     """The release's weight-only branch of the linear family (shapes.yaml `weight_only`)."""
     profile, label = evaluation.profile, evaluation.engine_label
     ccs = {g.cc for g in evaluation.facts.gpus}
+    # (VLLM_DISABLED_KERNELS is not read here: vLLM forces the weight-only kernel, which it
+    # does not check against the list, except on SM90 from 0.32, where the registry walk that
+    # prefers Humming reads it: not modelled.)
     steps: list[_Step] = []
     order: list[str] = []
     for step in _steps(entry):
@@ -274,6 +361,11 @@ def _steps(entry: WeightOnly) -> tuple[PickStep, ...]:
     from fp4doctor.checkpoint.constraints import PickStep
 
     return tuple(PickStep(b) for b in entry.backends)
+
+
+def _disabled(listed: tuple[str, str]) -> str:
+    variable, name = listed
+    return f"{variable} lists {name}: disabled"
 
 
 def _unmet(

@@ -20,8 +20,9 @@ from dataclasses import replace
 
 from fp4doctor.findings import Finding, Kind, Status
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
-from fp4doctor.resolve import Resolution, resolve
 from fp4doctor.rules import Evaluation
+from fp4doctor.selection.choice import Resolution, resolve
+from fp4doctor.selection.engine import engine_as_set
 
 SOURCE = "the installed engine's own selection code, asked by fp4doctor/oracle (worker.py ADAPTERS)"
 
@@ -43,7 +44,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
     cases = [c for c in answers.cases if c.family == family and c.a16 == a16]
     if not cases:
         return resolution
-    expected = evaluation.engine_as_set
+    expected = engine_as_set(evaluation)
     found: list[Finding] = []
     engine_picks: set[str | None] = set()
     unknown = False  # a kernel the rules do not know: theirs to judge, not fp4doctor's
@@ -56,6 +57,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
         found.append(_as_set(fid, label, evaluation, case, answer, expected))
     if not a16:
         found += _weight_only(answers, evaluation, resolution, fid, label)
+    resolution = _as_asked(resolution, engine_picks, evaluation, label)
     chosen = resolution.chosen
     # fp4doctor left the choice to the engine: the engine's own pick is what runs.
     left_to_engine = resolution.knob is None and chosen is not None
@@ -66,7 +68,7 @@ def fold(answers: EngineAnswers, evaluation: Evaluation, resolution: Resolution)
         picks = [p for p in engine_picks if p is not None]
         if None not in engine_picks and len(picks) == 1 and evaluation.valid(picks[0]):
             note = f"{label} picks {picks[0]} by itself here (its own code, asked): nothing to set"
-            return _with(replace(resolution, chosen=picks[0], notes=(note,)), found)
+            return _with(_rechosen(resolution, picks[0], label, note), found)
         return _fall_back(answers, evaluation, resolution, found, "as set", a16)
     if resolution.knob is None or chosen is None:
         return _with(resolution, found)
@@ -247,6 +249,39 @@ def _fall_back(
         f"using {best}, whose knobs it honours (asked)"
     )
     return _with(replace(fallback, notes=(*fallback.notes, note)), found)
+
+
+def _rechosen(resolution: Resolution, backend: str, label: str, note: str) -> Resolution:
+    """The choice moved to the engine's own pick, its choice finding with it (the headline,
+    the JSON and JUnit read the same backend)."""
+    findings = tuple(
+        replace(f, reason=f"use {backend}", backend=backend)
+        if f.kind is Kind.CHOICE and f.status is Status.PASS
+        else f
+        for f in resolution.findings
+    )
+    return replace(resolution, chosen=backend, notes=(note,), findings=findings)
+
+
+def _as_asked(
+    resolution: Resolution, picks: set[str | None], evaluation: Evaluation, label: str
+) -> Resolution:
+    """What runs as set, from the engine's own answer where nothing set selects a backend: one
+    known kernel on every compute capability asked, or none (it raised)."""
+    as_set = resolution.as_set
+    if as_set is None or not as_set.engine_pick or len(picks) != 1:
+        return resolution
+    (backend,) = picks
+    by = f"{label}'s own code, asked"
+    if backend is None:
+        return replace(resolution, as_set=replace(as_set, backend=None, by=by, runs=False,
+                                                  reason="the engine raised"))  # fmt: skip
+    if backend not in evaluation.verdicts:
+        return resolution  # a kernel the rules do not know: not judged
+    runs = evaluation.valid(backend)
+    reason = "" if runs else _why_not(evaluation, backend)
+    return replace(resolution, as_set=replace(as_set, backend=backend, by=by, runs=runs,
+                                              reason=reason))  # fmt: skip
 
 
 def _with(resolution: Resolution, findings: list[Finding]) -> Resolution:

@@ -1,9 +1,9 @@
 """`fp4doctor explain`: per layer class of the model, the kernel this engine release picks and
 why each earlier candidate was skipped; and the backend fp4doctor would switch on instead.
 
-Built from the report alone (pure): the engine's pick for each layer class (fp4doctor.pick, which
-`check` reads too: the automatic order of the layer's family, or the release's weight-only branch
-for a W4A16 layer; the backends' verdicts with host rules, known bugs and the model's own
+Built from the report alone (pure): the engine's pick for each layer class (selection/engine.py,
+which `check` reads too: the automatic order of the layer's family, or the release's weight-only
+branch for a W4A16 layer; the backends' verdicts with host rules, known bugs and the model's own
 per-rank shape findings), and the resolution. The engine chooses once for all layers
 of a family and does not look at shapes, so a kernel it picks can still fail on one layer: that
 is what the explanation says, layer by layer.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fp4doctor.checkpoint.layers import FAMILY_LINEAR
 from fp4doctor.checkpoint.parallel import RankGemm
-from fp4doctor.pick import Candidate, Pick, Status, layer_picks
+from fp4doctor.selection.engine import Candidate, Pick, Status, layer_picks
 
 if TYPE_CHECKING:
     from fp4doctor.doctor import FamilyPart, Report
