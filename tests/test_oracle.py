@@ -16,6 +16,7 @@ import pytest
 from fp4doctor import facts, profile
 from fp4doctor.findings import Status
 from fp4doctor.logs import signatures
+from fp4doctor.logs.reading import read_text
 from fp4doctor.oracle import query, startup_log
 from fp4doctor.oracle.answers import AS_SET, Answer, Case, EngineAnswers
 from fp4doctor.rules import Evaluation, evaluate
@@ -274,7 +275,8 @@ REFUSED = (
 
 
 def test_the_log_lines_of_each_release_name_the_kernels() -> None:
-    ran, errors = startup_log.read(LINES_0_18 + LINES_0_34)
+    reading = read_text(LINES_0_18 + LINES_0_34)
+    ran, errors = reading.ran, reading.known_failures
     assert [(r.family, startup_log.backend_of(r)) for r in ran] == [
         ("linear", "flashinfer-cutlass"),
         ("moe", "flashinfer-trtllm-moe"),
@@ -312,7 +314,7 @@ def test_the_log_lines_of_each_release_name_the_kernels() -> None:
     ],
 )
 def test_known_errors_get_their_diagnosis(line: str, kind: str) -> None:
-    _, errors = startup_log.read(f"INFO start\n{line}\n")
+    errors = read_text(f"INFO start\n{line}\n").known_failures
     assert [e.cause for e in errors] == [kind]
     assert errors[0].first.number == 2
     assert next(s for s in signatures.shipped() if s.id == kind).fix
@@ -323,7 +325,7 @@ def test_sglang_server_args_name_its_backends() -> None:
         "[2026-12-03 10:00:00] server_args={'model_path': 'x', 'fp4_gemm_runner_backend': "
         "'auto', 'moe_runner_backend': 'flashinfer_cutlass'}"
     )
-    ran, _ = startup_log.read(line)
+    ran = read_text(line).ran
     assert [(r.engine, r.family, r.engine_name) for r in ran] == [
         ("sglang", "linear", "auto"),
         ("sglang", "moe", "flashinfer_cutlass"),

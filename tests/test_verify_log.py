@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp4doctor.logs import failures, lines, signatures, source
+from fp4doctor.logs import failures, layers, lines, signatures, source
 from fp4doctor.logs.reading import Reading, read_lines, read_text
 from fp4doctor.oracle import startup_log
 
@@ -260,10 +260,11 @@ MEGABYTE = 1024 * 1024
 
 def _patterns() -> list[re.Pattern[str]]:
     import fp4doctor.logs.failures as fm
+    import fp4doctor.logs.layers as ym
     import fp4doctor.logs.lines as lm
     import fp4doctor.logs.reading as rm
 
-    found = [v for m in (fm, lm, rm, startup_log) for v in vars(m).values()
+    found = [v for m in (fm, lm, rm, ym, startup_log) for v in vars(m).values()
              if isinstance(v, re.Pattern)]  # fmt: skip
     found += [p for m in (startup_log._VLLM_LINEAR, startup_log._VLLM_MOE) for p in m
               if isinstance(p, re.Pattern)]  # fmt: skip
@@ -318,3 +319,26 @@ def test_a_megabyte_word_goes_through_every_pattern(word: str) -> None:
         assert reading.text_lines >= 1
     tracker = failures.Tracker()
     tracker.classify(lines.Line(1, word, "", None))
+    tree = layers.Tree(1)
+    tree.feed(word, 1)
+    tree = layers.Tree(1)
+    tree.feed("  (qkv_proj): QKVParallelLinear(quant=" + word, 1)
+
+
+def test_a_mostly_binary_file_is_no_verdict_whatever_its_text_lines_say(tmp_path: Path) -> None:
+    blob = b"".join(b"\x7fELF\0\x02\x01" + bytes([i % 256]) + b"\n" for i in range(50))
+    done = verify(tmp_path, blob + b"Segmentation fault\n")
+    assert done.returncode == 3 and "not a text log" in done.stdout
+
+
+def test_a_kernel_line_repeated_is_kept_once() -> None:
+    reading = read_text(f"INFO 01-05 10:00:00 [a.py:1] {LINEAR}\n" * 1000)
+    assert len(reading.ran) == 1
+
+
+def test_the_module_tree_is_capped() -> None:
+    tree = layers.Tree(1)
+    tree.feed("M()(", 1)
+    for i in range(layers.MAX_MODULES + 5):
+        tree.feed(f"  (q{i}): QKVParallelLinear(quant=X, in_features=1)", i)
+    assert len(tree.modules) == layers.MAX_MODULES and tree.done

@@ -49,8 +49,21 @@ if TYPE_CHECKING:
     help="With --cold-start: a persistent directory for FlashInfer's JIT builds (and, with "
     "persist, the autotune results).",
 )
+@click.option(
+    "--log-kernels",
+    "log_kernels",
+    is_flag=True,
+    help="Also the settings that make the engine's log name each NVFP4 kernel per layer class "
+    "and why it skipped the others, for `verify-log` (vLLM: VLLM_LOGGING_LEVEL=DEBUG, "
+    "VLLM_LOG_MODEL_INSPECTION=1; SGLang: --log-level info).",
+)
 def env(
-    q: Question, shell: str, smoke: bool, cold_start: str | None, cache_dir: str | None
+    q: Question,
+    shell: str,
+    smoke: bool,
+    cold_start: str | None,
+    cache_dir: str | None,
+    log_kernels: bool,
 ) -> None:
     """Print the exports that switch the best valid FP4 GEMM path on, for `eval`.
 
@@ -82,6 +95,16 @@ def env(
         notes += more
     elif cache_dir is not None:
         raise UserError("--cache-dir is for --cold-start fast|persist")
+    if log_kernels:
+        from fp4doctor.emit.log_kernels import with_log_kernels
+
+        exports, more = with_log_kernels(
+            exports,
+            target=report.profile.target,
+            engine_version=version,
+            args_variable=report.profile.engine.args_variable,
+        )
+        notes += more
     for n in notes:
         note(n)
     with user_errors():

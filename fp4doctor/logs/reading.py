@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fp4doctor.logs import failures as fl
-from fp4doctor.logs import signatures
+from fp4doctor.logs import layers, signatures
 from fp4doctor.logs.lines import Line, decode, parse
 from fp4doctor.logs.source import Tally
 from fp4doctor.oracle import startup_log
@@ -40,6 +40,11 @@ class Reading:
     text_lines: int = 0  # non-empty lines
     engine_version: str | None = None  # vLLM's, where the log prints it
     started: int | None = None  # the line the server said it is up
+    tree: layers.Tree | None = None  # vLLM's module tree (VLLM_LOG_MODEL_INSPECTION=1)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # MoE backends passed over
+    sglang: dict[str, str] = field(default_factory=dict)  # SGLang's resolved arguments read
+    _tree_source: str = ""
+    _ran_seen: set[tuple[str, str, str]] = field(default_factory=set)
     _tracker: fl.Tracker = field(default_factory=fl.Tracker)
 
     def feed_raw(self, number: int, raw: bytes) -> None:
@@ -65,7 +70,22 @@ class Reading:
         found = startup_log.kernels(text, line.number)
         if found and found[0].engine == "sglang":
             self.sglang_lines += 1
-        self.ran.extend(found)
+            self.sglang.update(startup_log.sglang_args(text))
+        for r in found:  # each kernel once (a line repeated a million times is one)
+            if (r.engine, r.family, r.engine_name) not in self._ran_seen:
+                self._ran_seen.add((r.engine, r.family, r.engine_name))
+                self.ran.append(r)
+        if self.tree is not None and not self.tree.done and line.source == self._tree_source:
+            self.tree.feed(text, line.number)
+            return
+        if layers.HEADER in text:
+            self.tree, self._tree_source = layers.Tree(line.number), line.source
+            return
+        refused = layers.refusal(text) if line.level == "DEBUG" else None
+        if refused is not None and refused not in self.refused:
+            self.refused.append(refused)
+        if line.level in ("DEBUG", "INFO"):
+            return  # what the engine logged as information is no error of its own
         cls, name, frame = self._tracker.classify(line)
         # Every line is tried (a message's second line, SGLang's assertion text): the guards
         # are literals, so this costs a substring test per signature.

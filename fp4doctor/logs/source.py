@@ -49,6 +49,17 @@ class Tally:
     notes: list[str] = field(default_factory=list)
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether a read of the pipe `fd` would return at once (data, or its end)."""
+    import select
+
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+    except (OSError, ValueError):
+        return True  # let the read say what is wrong
+    return bool(ready)
+
+
 def open_log(path: str) -> int:
     """A descriptor for the log `path` (``-``: stdin); LogUnreadable for anything but a regular
     file (stdin may be a pipe or a terminal)."""
@@ -85,11 +96,17 @@ def lines(
 
     With `follow`, end of file is not the end: the reader waits `poll` seconds and reads again
     (``tail -f``), until `follow()` says to stop; a partial last line is held until its ``\\n``
-    comes (or the stop)."""
+    comes (or the stop). A pipe is waited on with `select` (`poll` seconds at a time) and ends
+    when its writer closes it."""
     held = bytearray()
     skipping = False  # inside a line already cut at `cap`
     number = 0
+    regular = stat.S_ISREG(os.fstat(fd).st_mode)
     while True:
+        if follow is not None and not regular and not _readable(fd, poll):
+            if follow():
+                continue  # nothing new on the pipe yet: ask again
+            break
         try:
             chunk = os.read(fd, _CHUNK)
         except BlockingIOError:  # a non-blocking stdin
@@ -97,10 +114,10 @@ def lines(
         except OSError as exc:
             raise LogUnreadable(f"cannot read: {exc.strerror or exc}") from None
         if not chunk:
-            if follow is not None and follow():
+            if follow is not None and regular and follow():
                 time.sleep(poll)
                 continue
-            break
+            break  # a pipe at its end: its writer is gone
         start = 0
         while start < len(chunk):
             end = chunk.find(b"\n", start)

@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from fp4doctor.findings import Finding, Kind, Status
-from fp4doctor.logs import failures
+from fp4doctor.logs import failures, layers
 from fp4doctor.logs.reading import Reading
 from fp4doctor.logs.signatures import Signature
 from fp4doctor.oracle import startup_log
@@ -42,15 +42,22 @@ class Verdict:
     findings: list[Finding]
     exit_code: int
     notes: list[str] = field(default_factory=list)  # for stderr: what was left unread
+    table: list[layers.Row] = field(default_factory=list)  # per layer class, what ran
 
 
 def judge(reading: Reading, report: Report | None) -> Verdict:
     """The findings and exit code for `reading`; `report` is fp4doctor's prediction (None: only
     the errors are judged, as for a traceback read without a host)."""
+    t = reading.tally
+    if t.binary and t.binary * 10 >= t.lines:  # a NUL in one line in ten or more: a binary
+        return Verdict([_nothing(reading)], EXIT_NO_VERDICT, _notes(reading))
     out: list[Finding] = []
     notes = _notes(reading)
+    table = layers.rows(reading.tree, reading.ran, reading.refused, reading.sglang)
     if report is not None:
         out += _kernels(reading, report)
+        table = _resolved(table, report)
+        out += _per_layer(table, report, notes)
     shown = reading.failures[:SHOWN]
     for f in shown:
         out.append(_failure(f, reading, report))
@@ -59,8 +66,69 @@ def judge(reading: Reading, report: Report | None) -> Verdict:
         notes.append(f"{more} more distinct errors are not shown")
     if out:
         blocking = any(f.status.blocking for f in out)
-        return Verdict(out, EXIT_NOT_AGREED if blocking else EXIT_AGREED, notes)
-    return Verdict([_nothing(reading)], EXIT_NO_VERDICT, notes)
+        return Verdict(out, EXIT_NOT_AGREED if blocking else EXIT_AGREED, notes, table)
+    return Verdict([_nothing(reading)], EXIT_NO_VERDICT, notes, table)
+
+
+def _resolved(table: list[layers.Row], report: Report) -> list[layers.Row]:
+    """SGLang's rows with fp4doctor's backend for its knob value (`auto`: the engine's own
+    pick as the rules predict it)."""
+    from dataclasses import replace
+
+    parts = {p.family: p for p in report.families}
+    out = []
+    for row in table:
+        part = parts.get(row.family)
+        if row.backend is None and row.kernel is not None and part is not None:
+            row = replace(row, backend=startup_log.knob_backend(part.evaluation, row.kernel))
+        out.append(row)
+    return out
+
+
+def _per_layer(table: list[layers.Row], report: Report, notes: list[str]) -> list[Finding]:
+    """Each row against `explain --model`'s prediction for its layer class: `log.layer.CLASS`,
+    fail where the kernel differs. Without --model there is nothing per layer to compare."""
+    if not table:
+        return []
+    if report.model is None:
+        notes.append("pass --model (the checkpoint) to compare each layer class with `explain`")
+        return []
+    from fp4doctor.selection.explain import explain
+
+    predicted = [(e.gemm.layer.name, e.gemm.layer.family, e.engine_pick) for e in explain(report)]
+    out = []
+    for row in table:
+        if row.backend is None:
+            continue
+        if row.layer.startswith("all "):  # SGLang: one row per family
+            mine = [p for p in predicted if p[1] == row.family]
+        else:
+            mine = [p for p in predicted
+                    if p[0] == row.layer or p[0].startswith(f"{row.layer}.")]  # fmt: skip
+        if not mine:
+            notes.append(f"layer class {row.layer}: `explain` has no NVFP4 layer of this class")
+            continue
+        differ = sorted({f"{name}: {pick or 'none'}" for name, _, pick in mine
+                         if pick != row.backend})  # fmt: skip
+        said = (f"layer class {row.layer} ({row.modules or 'all'} modules, {row.scheme}): the log "
+                f"says {report.engine_label} ran {row.backend} ({row.kernel})")  # fmt: skip
+        if differ:
+            out.append(
+                Finding(
+                    f"log.layer.{row.layer}",
+                    Status.FAIL,
+                    f"{said}; `explain --model` predicts {', '.join(differ)}",
+                    fix="fp4doctor explain --model ... (each candidate and why it was skipped)",
+                    backend=row.backend,
+                    kind=Kind.ENGINE_PICK,
+                    family=row.family,
+                )
+            )
+        else:
+            out.append(Finding(f"log.layer.{row.layer}", Status.PASS,
+                               f"{said}, as `explain --model` predicts", backend=row.backend,
+                               kind=Kind.ENGINE_PICK, family=row.family))  # fmt: skip
+    return out
 
 
 def _notes(reading: Reading) -> list[str]:
@@ -83,7 +151,7 @@ def _kib() -> int:
 
 def _nothing(reading: Reading) -> Finding:
     t = reading.tally
-    if t.binary and reading.text_lines == 0:
+    if t.binary and (reading.text_lines == 0 or t.binary * 10 >= t.lines):
         why = f"not a text log ({t.binary} of {t.lines} lines hold NUL bytes): no verdict"
     elif reading.empty:
         why = "the log is empty: no verdict"

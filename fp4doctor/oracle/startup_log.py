@@ -17,7 +17,7 @@ Pure. The lines read, as the released wheels write them:
   'fp4_gemm_runner_backend' and 'moe_runner_backend' are the backends it runs with.
 
 The errors a log holds are read by fp4doctor/logs (known ones from profiles/signatures.yaml);
-`read` gives both for a log already in memory.
+fp4doctor.logs.reading.read_text gives both for a log already in memory.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from fp4doctor.oracle.vllm_base import LINEAR_NAMES, MOE_NAMES
 from fp4doctor.selection.engine import engine_auto
 
 if TYPE_CHECKING:
-    from fp4doctor.logs.failures import Failure
     from fp4doctor.rules import Evaluation
 
 
@@ -72,13 +71,15 @@ def kernels(text: str, number: int) -> list[Ran]:
     return out
 
 
-def read(text: str) -> tuple[list[Ran], list[Failure]]:
-    """The kernels selected and the known errors (one per distinct cause), in the order the log
-    has them."""
-    from fp4doctor.logs.reading import read_text
+_SGLANG_ARG = re.compile(
+    r"""['"](quantization|fp4_gemm_runner_backend|moe_runner_backend)['"]\s{0,8}[:=]\s{0,8}"""
+    r"""(?:['"]([\w.-]{1,100})['"]|None)"""
+)
 
-    reading = read_text(text)
-    return reading.ran, reading.known_failures
+
+def sglang_args(text: str) -> dict[str, str]:
+    """The resolved arguments of SGLang's server_args line that say which FP4 kernels run."""
+    return {k: v for k, v in _SGLANG_ARG.findall(text) if v}
 
 
 def backend_of(ran: Ran) -> str | None:
