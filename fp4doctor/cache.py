@@ -103,6 +103,7 @@ CODE = (
     "profile/*.py",
     "profile/kinds/*.py",
     "coldstart/rules.py",  # the cold-start rules (profiles/coldstart.yaml) are kept here too
+    "settle.py",  # and the engines' defaults (profiles/deployment.yaml)
 )
 
 

@@ -628,7 +628,11 @@ def _cold_start(question: Question, evaluation: Evaluation, resolution: Resoluti
             family=evaluation.family,
             backend=resolution.chosen,
             ranks=deployment.tp or 1,
-            switched_off=deployment.origin("autotune") if deployment.autotune is False else None,
+            # Off as the deployment is set; with `env --cold-start fast` the section shows what
+            # the engine would tune, so that the knob turning it off is written.
+            switched_off=deployment.origin("autotune")
+            if deployment.autotune is False and not question.skip_autotune
+            else None,
         )
     except profile.ProfileError as exc:
         raise QuestionError(str(exc)) from None

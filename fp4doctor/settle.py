@@ -245,14 +245,28 @@ def defaults_for(target: str, version: str) -> Defaults | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Data:
+    """profiles/deployment.yaml as parsed: the engines' defaults and the MoE model names."""
+
+    defaults: tuple[Defaults, ...]
+    moe_names: tuple[tuple[str, str], ...]  # (pattern, what it says)
+
+
 @functools.cache
-def load(path: str | None = None) -> tuple[Defaults, ...]:
-    """The engines' defaults (the shipped file unless `path`); ProfileError names file, line
-    and key."""
+def _data(path: str | None = None) -> _Data:
+    """The file parsed (the shipped one unless `path`), kept in fp4doctor's profile cache as
+    the other rule files are; ProfileError names file, line and key."""
+    from fp4doctor import cache
     from fp4doctor.profile import builtin_dir
-    from fp4doctor.profile.schema import compose
 
     file = str(path or builtin_dir() / "deployment.yaml")
+    return cache.cached("deployment", file, lambda: (_parse(file), []))
+
+
+def _parse(file: str) -> _Data:
+    from fp4doctor.profile.schema import compose
+
     try:
         text = read_text(file)
     except UnreadableText as exc:
@@ -262,30 +276,28 @@ def load(path: str | None = None) -> tuple[Defaults, ...]:
     schema = required(fields, "schema", root)
     if schema.integer() != SCHEMA:
         raise schema.error(f"is {schema.integer()}; this fp4doctor reads schema {SCHEMA}")
-    return tuple(_defaults(n) for n in required(fields, "defaults", root).sequence())
+    defaults = tuple(_defaults(n) for n in required(fields, "defaults", root).sequence())
+    names = []
+    for node in fields["moe_names"].sequence() if "moe_names" in fields else []:
+        f = node.mapping(("pattern", "what", "source"))
+        pattern = required(f, "pattern", node)
+        required(f, "source", node).text()
+        try:
+            re.compile(pattern.text(), re.IGNORECASE)
+        except re.error as exc:
+            raise pattern.error(f"is not a regular expression: {exc}") from None
+        names.append((pattern.text(), required(f, "what", node).text()))
+    return _Data(defaults, tuple(names))
+
+
+def load(path: str | None = None) -> tuple[Defaults, ...]:
+    """The engines' defaults (the shipped file unless `path`)."""
+    return _data(path).defaults
 
 
 @functools.cache
 def _moe_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
-    from fp4doctor.profile import builtin_dir
-    from fp4doctor.profile.schema import compose
-
-    file = str(builtin_dir() / "deployment.yaml")
-    try:
-        root = compose(read_text(file), file)
-    except UnreadableText as exc:
-        raise ProfileError(str(exc)) from None
-    fields = root.mapping(("schema", "defaults", "moe_names"))
-    out = []
-    for node in fields["moe_names"].sequence() if "moe_names" in fields else []:
-        f = node.mapping(("pattern", "what", "source"))
-        pattern = required(f, "pattern", node)
-        try:
-            compiled = re.compile(pattern.text(), re.IGNORECASE)
-        except re.error as exc:
-            raise pattern.error(f"is not a regular expression: {exc}") from None
-        out.append((compiled, required(f, "what", node).text()))
-    return tuple(out)
+    return tuple((re.compile(p, re.IGNORECASE), what) for p, what in _data().moe_names)
 
 
 def moe_by_name(model: str) -> str | None:

@@ -162,8 +162,13 @@ def test_an_ascii_locale_gets_ascii_and_no_traceback(args: tuple[str, ...], loca
 
 
 def test_the_ascii_report_reads_the_same() -> None:
-    p = fp4doctor(
-        "check", "--facts", host("h200"), "--no-smoke", env=clean_env(PYTHONIOENCODING="ascii")
+    p = fp4doctor(  # -v: the choice section too, with its arrow
+        "check",
+        "--facts",
+        host("h200"),
+        "--no-smoke",
+        "-v",
+        env=clean_env(PYTHONIOENCODING="ascii"),
     )
     out = p.stdout.decode("ascii")
     assert "1x NVIDIA H200 (9.0)" in out  # "1× NVIDIA H200"
@@ -175,8 +180,9 @@ def test_the_ascii_report_reads_the_same() -> None:
 
 def test_a_latin1_locale_keeps_what_it_can_carry() -> None:
     p = fp4doctor(
-        "check", "--facts", host("h200"), "--no-smoke", env=clean_env(PYTHONIOENCODING="latin-1")
-    )
+        "check", "--facts", host("h200"), "--no-smoke", "-v",
+        env=clean_env(PYTHONIOENCODING="latin-1"),
+    )  # fmt: skip
     no_traceback(p.stderr)
     out = p.stdout.decode("latin-1")
     assert "1× NVIDIA H200" in out and "-> marlin" in out

@@ -590,7 +590,7 @@ def test_diagnose_refuses_the_backend_before_load(tmp_path: Path) -> None:
     assert failed.fix == "install a build of vllm for sm_120 (e.g. the cu128/cu129 wheel)"
     assert by_id["backend.marlin.either.gpu0"].status.value == "pass"
     # Left alone the engine would pick cutlass: said before any kernel loads.
-    assert "picks cutlass, which cannot run here" in by_id["resolve.engine_auto"].reason
+    assert "picks cutlass by itself, which cannot run here" in by_id["resolve.engine_auto"].reason
 
 
 # --- a GPU host with nvcc: tiny modules built for known targets --------------------------------

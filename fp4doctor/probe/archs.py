@@ -154,8 +154,14 @@ def scan(path: str | os.PathLike[str]) -> CompiledArchs:
 def cubin_arch(path: str | os.PathLike[str]) -> str | None:
     """The architecture of a cubin (`sm_100a`), read from its ELF header; None when `path` is
     not a cubin (a shared library, or not ELF at all: `entries` says what it is)."""
-    with open(path, "rb") as handle:
-        ident = handle.read(64)
+    try:  # as `entries` opens it: a FIFO or a device in a shared cache is never waited on
+        fd = open_regular(path)
+    except UnreadableText as exc:
+        raise FatbinError(f"cannot read {exc}") from None
+    try:
+        ident = os.pread(fd, 64, 0)
+    finally:
+        os.close(fd)
     if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[5] != 1:
         return None
     (machine,) = struct.unpack_from("<H", ident, 18)
