@@ -233,7 +233,8 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
     what = _SYMPTOM_WORDS.get(advisory.effect, "problem")
     out = []
     for gpu in gpus:
-        in_range = bool(active) and all(c.check(ctx, gpu).ok for c in active)
+        checks = [c.check(ctx, gpu) for c in active]
+        in_range = bool(active) and all(c.ok for c in checks)
         judged = severity(
             in_range=in_range, effect=advisory.effect, evidence=advisory.evidence, settled=settled
         )
@@ -257,7 +258,10 @@ def _advisory(advisory: Advisory, backend: Backend, ctx: Context) -> list[Findin
                 f"possible {what} here ({known}), not established: {judged.held_back}; "
                 f"`fp4doctor advisories` describes {advisory.id}"
             )
-        details: dict[str, object] = {"effect": advisory.effect}
+        # What here falls in the advisory's range ("flashinfer-python 0.6.8.post1"), for the
+        # short form of the finding the report leads with.
+        details: dict[str, object] = {"effect": advisory.effect, "here": "; ".join(
+            dict.fromkeys(c.measured for c in checks if c.measured))}  # fmt: skip
         if advisory.evidence:
             details["evidence"] = advisory.evidence
         if advisory.alternatives:

@@ -444,7 +444,8 @@ def short_reason(finding: Finding) -> str:
     advisories` tells the rest), anything else by its reason."""
     if finding.kind is Kind.ADVISORY and finding.advisory:
         what = _SYMPTOM_WORDS[finding.symptom] if finding.symptom else "bug"
-        return f"a known {what} (advisory {finding.advisory})"
+        here = finding.details.get("here")
+        return f"a known {what} (advisory {finding.advisory})" + (f" with {here}" if here else "")
     return finding.reason
 
 
