@@ -121,7 +121,9 @@ def test_a_group_is_judged_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     report = fleet.from_directory(tmp_path, Question(target="vllm"))
     assert len(calls) == 2
     assert [g.size for g in report.groups] == [30, 10] and report.size == 40
-    assert report.families["linear"]["ready"] == 40
+    # The H100 nodes' vLLM picks flashinfer-cutlass by itself, which SM90 cannot run: not
+    # ready as set (`fp4doctor env` switches them to Marlin).
+    assert report.families["linear"]["ready"] == 30
 
 
 def test_every_fixture_is_judged_alike_on_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
