@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,18 +19,19 @@ REGENERATE = "regenerate with: python docs/targets/generate.py"
 
 
 @pytest.mark.parametrize("target", profile.builtin_names())
-def test_committed_page_equals_rendered_profile(
-    target: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_committed_page_equals_rendered_profile(target: str) -> None:
     page = DOCS / f"{target}.md"
     assert page.is_file(), f"docs/targets/{target}.md is missing; {REGENERATE}"
-    # Rendered from the files as docs/targets/generate.py renders them: a fresh parse, not an
-    # object another test of this worker loaded (an xdist worker's order once showed a rule's
-    # `when` as `<0.20.0` here and `<0.20` in the generator).
-    monkeypatch.setenv("FP4DOCTOR_CACHE_DIR", "")
-    profile.load_module.cache_clear()
-    profile._parsed.cache_clear()
-    expected = render(profile.load(target))
+    # Rendered in a fresh interpreter, as docs/targets/generate.py renders it: not from objects
+    # another test of this worker loaded (an xdist worker's order once showed a rule's `when` as
+    # `<0.20.0` here and `<0.20` in the generator).
+    code = (
+        "import sys; from fp4doctor import profile; from fp4doctor.profile.markdown import render;"
+        f" sys.stdout.write(render(profile.load({target!r})))"
+    )
+    env = {**os.environ, "FP4DOCTOR_CACHE_DIR": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, check=True)
+    expected = done.stdout.decode("utf-8")
     assert page.read_text(encoding="utf-8") == expected, (
         f"docs/targets/{target}.md differs from profiles/{target}.yaml; {REGENERATE}"
     )
