@@ -69,6 +69,11 @@ def test_what_the_facts_have_otherwise_is_said(tmp_path: Path) -> None:
 
 def test_what_the_facts_lack_is_hidden(tmp_path: Path) -> None:
     home = _nvcc(tmp_path)
+    # ninja beside nvcc (a script, as the facts' ninja): found on PATH on any host, not only
+    # where /usr/bin has one (the H100 device image has none there).
+    ninja = home / "bin" / "ninja"
+    ninja.write_text("#!/bin/sh\necho 1.11.1\n")
+    ninja.chmod(0o755)
     env = {
         "PATH": f"{home / 'bin'}{os.pathsep}/usr/bin",
         "VLLM_X": "1",
