@@ -21,15 +21,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from fp4doctor.textfile import OPEN_FLAGS
+
 LINE_CAP = 64 * 1024  # bytes kept of one line; vLLM's longest start-up line is a few KiB
 MAX_LINES = 2_000_000  # lines read at most: a start-up log is thousands
 _CHUNK = 256 * 1024
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
 STDIN = "-"
 
 
@@ -66,7 +62,7 @@ def open_log(path: str) -> int:
     if path == STDIN:
         return 0
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, OPEN_FLAGS)
     except OSError as exc:
         why = "not a regular file" if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP) else None
         raise LogUnreadable(f"{path}: {why or f'cannot read: {exc.strerror or exc}'}") from None

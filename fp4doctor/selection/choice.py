@@ -23,7 +23,7 @@ from fp4doctor.profile.model import (
     Profile,
 )
 from fp4doctor.rules import Evaluation
-from fp4doctor.selection.engine import engine_auto, family_pick
+from fp4doctor.selection.engine import as_set, engine_auto, family_pick
 from fp4doctor.suggest import did_you_mean
 
 REQUIRE_ANY = "any"
@@ -345,12 +345,9 @@ def _as_set(step: _Step, chosen: str | None) -> AsSet | None:
     selection = evaluation.env_selection
     pick = family_pick(evaluation)
     if selection is not None:
-        from fp4doctor.selection.engine import as_set
-
-        # The knob's value, walked or swapped as the engine does (pick.as_set: a CLI knob that
-        # walks its named kernels, a value naming none, the era's modifiers).
-        words = [f"{flag}={value}" for flag, value in evaluation.context.args.items()]
-        backend = as_set(evaluation, words)
+        # The knob's value, walked or swapped as the engine does (engine.as_set: a CLI knob
+        # that walks its named kernels, a value naming none, the era's modifiers).
+        backend = as_set(evaluation)
         if backend is None:
             return AsSet(None, selection.setting, False, f"{label} stops at start-up with it")
         runs = evaluation.valid(backend)

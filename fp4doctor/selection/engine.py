@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fp4doctor.findings import Finding
 from fp4doctor.profile.model import FAMILY_LINEAR, KNOB_CLI, AutoStep
 from fp4doctor.rules.backends import conditions_hold, requirement_findings
+from fp4doctor.settle import engine_flags
 
 if TYPE_CHECKING:
     from fp4doctor.checkpoint.constraints import PickStep, WeightOnly
@@ -139,9 +140,10 @@ def engine_as_set(evaluation: Evaluation) -> str | None:
     return evaluation.era.replaced(picked, evaluation.context.env)[0]
 
 
-def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
+def as_set(evaluation: Evaluation, args: Sequence[str] | None = None) -> str | None:
     """What the engine runs the family on with the variables set here and the command-line
-    arguments `args` ('--flag=value' or '--flag', 'value'); None when it stops at start-up.
+    arguments `args` ('--flag=value' or '--flag', 'value'; None: the engine flags the
+    evaluation was judged with, `Context.args`); None when it stops at start-up.
 
     A CLI knob given decides (vLLM's --linear-backend wins over its variables): its value's
     backends, the first named or, for a knob that `walk`s, the first in the engine's automatic
@@ -151,7 +153,7 @@ def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
     from 0.28) or stops it ("raises"). Otherwise the variables as set decide
     (`engine_as_set(Evaluation)`). The era's modifiers then swap what runs."""
     era, env = evaluation.era, evaluation.context.env
-    given = _flags(args)
+    given = evaluation.context.args if args is None else engine_flags(args)
     for knob in era.knobs:
         if knob.kind != KNOB_CLI or knob.name not in given:
             continue
@@ -163,21 +165,6 @@ def as_set(evaluation: Evaluation, args: Sequence[str] = ()) -> str | None:
         if knob.names_no_kernel(value) and knob.no_kernel_then == "raises":
             return None
     return engine_as_set(evaluation)
-
-
-def _flags(args: Sequence[str]) -> dict[str, str]:
-    """--flag -> value, from '--flag=value' or '--flag value' (the last given wins)."""
-    out: dict[str, str] = {}
-    items = list(args)
-    for i, item in enumerate(items):
-        if not item.startswith("--"):
-            continue
-        name, sep, value = item.partition("=")
-        if sep:
-            out[name] = value
-        elif i + 1 < len(items) and not items[i + 1].startswith("--"):
-            out[name] = items[i + 1]
-    return out
 
 
 def _walk_named(evaluation: Evaluation, named: Sequence[str]) -> str:
